@@ -1,0 +1,324 @@
+// Package discovery establishes trust in a cluster before joining it: token discovery
+// (anonymous cluster-info, detached JWS checked with the token, CA pinned by SPKI sha256,
+// pinned re-fetch) and file/https discovery, as kubeadm does, with precise errors.
+package discovery
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
+	"k8s.io/cluster-bootstrap/token/jws"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/clock"
+
+	"kjoin.dev/kjoin/operr"
+	"kjoin.dev/kjoin/token"
+)
+
+// Request describes a token discovery.
+type Request struct {
+	// Endpoint is host:port of an API server of the cluster.
+	Endpoint string
+	Token    token.Token
+	// Pins are the accepted CA pins; empty only with UnsafeSkipCAVerification.
+	Pins                     Pins
+	UnsafeSkipCAVerification bool
+	// Timeout bounds the whole discovery (kubeadm: timeouts.discovery, 5m).
+	Timeout time.Duration
+	// CallTimeout bounds one HTTP request (kubeadm: 10s).
+	CallTimeout time.Duration
+	// SignatureGrace is how long to wait for the controller-manager to sign cluster-info
+	// for a token it does not list yet, before calling the token unknown.
+	SignatureGrace time.Duration
+	Clock          clock.Clock
+	// Logf receives progress at debug level; may be nil.
+	Logf func(format string, args ...any)
+
+	// offset is the last seen server time minus local time.
+	offset time.Duration
+}
+
+// Result is verified cluster information.
+type Result struct {
+	// Server is the API server URL recorded in cluster-info (the cluster's endpoint).
+	Server string
+	// CAData holds the verified CA certificate(s), PEM.
+	CAData []byte
+	// CAPin is the pin of the CA that matched (or of the first CA with unsafe skip).
+	CAPin string
+	// ClusterInfo is the signed kubeconfig content of cluster-info.
+	ClusterInfo []byte
+	// ClockOffset is server time minus local time, from the HTTP Date header.
+	ClockOffset time.Duration
+}
+
+func (r *Request) defaults() {
+	if r.Timeout == 0 {
+		r.Timeout = 5 * time.Minute
+	}
+	if r.CallTimeout == 0 {
+		r.CallTimeout = 10 * time.Second
+	}
+	if r.SignatureGrace == 0 {
+		r.SignatureGrace = 10 * time.Second
+	}
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	if r.Logf == nil {
+		r.Logf = func(string, ...any) {}
+	}
+}
+
+// Token runs token discovery. The token secret is never sent anywhere: both reads of
+// cluster-info are anonymous, and the token only checks the JWS locally.
+func Token(ctx context.Context, req Request) (*Result, error) {
+	req.defaults()
+	if _, _, err := net.SplitHostPort(req.Endpoint); err != nil {
+		return nil, operr.Wrap(operr.Usage, err, fmt.Sprintf("API server endpoint %q is not host:port", req.Endpoint), "give the endpoint as host:port, e.g. 10.0.0.1:6443")
+	}
+	if len(req.Pins) == 0 && !req.UnsafeSkipCAVerification {
+		return nil, operr.New(operr.Usage, "token discovery without --discovery-token-ca-cert-hash would trust any server",
+			"pass --discovery-token-ca-cert-hash sha256:<hash> (print it with kjoin token create --print-join-command), or accept the risk with --discovery-token-unsafe-skip-ca-verification")
+	}
+	ctx, cancel := context.WithTimeout(ctx, req.Timeout)
+	defer cancel()
+
+	insecure := &tls.Config{InsecureSkipVerify: true} //nolint:gosec // content is verified by JWS and pin below
+	first, err := req.fetchSigned(ctx, insecure)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{ClusterInfo: first.kubeconfig, ClockOffset: first.clockOffset}
+	cfg, err := clientcmd.Load(first.kubeconfig)
+	if err != nil {
+		return nil, operr.Wrap(operr.Trust, err, "cluster-info holds an unreadable kubeconfig", "")
+	}
+	cluster := cfg.Clusters[""]
+	if cluster == nil {
+		for _, c := range cfg.Clusters {
+			cluster = c
+			break
+		}
+	}
+	if cluster == nil || cluster.Server == "" {
+		return nil, operr.New(operr.Trust, "cluster-info names no cluster server", "check the kube-public/cluster-info ConfigMap on the control plane")
+	}
+	res.Server = cluster.Server
+	certs, err := ParseCerts(cluster.CertificateAuthorityData)
+	if err != nil {
+		return nil, operr.Wrap(operr.Trust, err, "cluster-info carries no usable CA certificate", "")
+	}
+	res.CAData = cluster.CertificateAuthorityData
+	if len(req.Pins) == 0 {
+		res.CAPin = Pin(certs[0])
+		req.Logf("CA verification skipped (unsafe): trusting CA %s from the signed cluster-info alone", res.CAPin)
+		return res, nil
+	}
+	pin, ok := req.Pins.Match(certs)
+	if !ok {
+		return nil, operr.Newf(operr.Trust,
+			"check that you are joining the intended cluster; on its control plane print the right pin with kjoin token create --print-join-command",
+			"the cluster CA does not match any --discovery-token-ca-cert-hash: the server presented %s", PinsOf(certs))
+	}
+	res.CAPin = pin
+	req.Logf("CA %s matches a given pin; re-reading cluster-info over TLS verified by it", pin)
+
+	pool := x509.NewCertPool()
+	for _, c := range certs {
+		pool.AddCert(c)
+	}
+	host, _, _ := net.SplitHostPort(req.Endpoint)
+	secure := &tls.Config{RootCAs: pool, ServerName: host}
+	second, err := req.fetchSigned(ctx, secure)
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.Equal(second.kubeconfig, first.kubeconfig) {
+		return nil, operr.New(operr.Trust, "cluster-info read over verified TLS differs from the first read",
+			"someone may be intercepting the connection; retry, and check the network path to the API server")
+	}
+	return res, nil
+}
+
+type fetched struct {
+	kubeconfig  []byte
+	clockOffset time.Duration
+}
+
+// fetchSigned reads cluster-info until it carries a valid signature for the token.
+func (r *Request) fetchSigned(ctx context.Context, tlsCfg *tls.Config) (*fetched, error) {
+	client := &http.Client{
+		Timeout:   r.CallTimeout,
+		Transport: &http.Transport{TLSClientConfig: tlsCfg, Proxy: http.ProxyFromEnvironment},
+	}
+	defer client.CloseIdleConnections()
+	url := "https://" + r.Endpoint + "/api/v1/namespaces/" + metaPublic + "/configmaps/" + bootstrapapi.ConfigMapClusterInfo
+	sigKey := bootstrapapi.JWSSignatureKeyPrefix + r.Token.ID
+	var unsignedSince time.Time
+	delay := 200 * time.Millisecond
+	var lastErr error
+	for {
+		cm, offset, err := r.get(ctx, client, url, tlsCfg)
+		switch {
+		case err != nil && !isTransient(err):
+			return nil, err
+		case err != nil:
+			lastErr = err
+			r.Logf("cluster-info not readable yet (%v); retrying", err)
+		default:
+			kc := cm.Data[bootstrapapi.KubeConfigKey]
+			if kc == "" {
+				return nil, operr.New(operr.Trust, "cluster-info has no kubeconfig: this API server is not set up for token bootstrapping", "run kubeadm init phase bootstrap-token on the control plane")
+			}
+			sig, signed := cm.Data[sigKey]
+			if signed {
+				if !jws.DetachedTokenIsValid(sig, kc, r.Token.ID, r.Token.Secret) {
+					return nil, operr.Newf(operr.Auth, "check the token for typos, or create a new one on the control plane with kjoin token create",
+						"the token secret does not match token id %q: cluster-info's signature for it does not verify", r.Token.ID)
+				}
+				return &fetched{kubeconfig: []byte(kc), clockOffset: offset}, nil
+			}
+			if unsignedSince.IsZero() {
+				unsignedSince = r.Clock.Now()
+			}
+			others := signedTokenIDs(cm.Data)
+			if r.Clock.Since(unsignedSince) >= r.SignatureGrace {
+				what := fmt.Sprintf("token id %q is unknown to this cluster or has expired (cluster-info is signed for %d other token(s))", r.Token.ID, len(others))
+				hint := "create a new token on the control plane with kjoin token create --print-join-command"
+				if len(others) == 0 {
+					what = fmt.Sprintf("cluster-info carries no token signatures at all, so token id %q cannot be verified", r.Token.ID)
+					hint = "the controller-manager signs cluster-info (controllers bootstrapsigner): check that it runs, and that the token has usage-bootstrap-signing"
+				}
+				return nil, operr.New(operr.Auth, what, hint)
+			}
+			lastErr = fmt.Errorf("cluster-info is not signed for token id %q yet", r.Token.ID)
+			r.Logf("%v; waiting for the controller-manager to sign it", lastErr)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, operr.Wrap(operr.Timeout, lastErr, "discovery timed out reading cluster-info from "+r.Endpoint, "check that the API server is up and reachable from this node, or raise timeouts.discovery")
+		case <-r.Clock.After(delay):
+		}
+		if delay *= 2; delay > 2*time.Second {
+			delay = 2 * time.Second
+		}
+	}
+}
+
+const metaPublic = "kube-public"
+
+func signedTokenIDs(data map[string]string) []string {
+	var ids []string
+	for k := range data {
+		if id, ok := strings.CutPrefix(k, bootstrapapi.JWSSignatureKeyPrefix); ok {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// transientError marks a failure worth retrying.
+type transientError struct{ err error }
+
+func (t transientError) Error() string { return t.err.Error() }
+func (t transientError) Unwrap() error { return t.err }
+
+func isTransient(err error) bool {
+	var t transientError
+	return errors.As(err, &t)
+}
+
+func (r *Request) get(ctx context.Context, client *http.Client, url string, tlsCfg *tls.Config) (*corev1.ConfigMap, time.Duration, error) {
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	hreq.Header.Set("Accept", "application/json")
+	resp, err := client.Do(hreq)
+	if err != nil {
+		return nil, 0, r.classify(err, tlsCfg)
+	}
+	defer resp.Body.Close()
+	var offset time.Duration
+	if d, err := http.ParseTime(resp.Header.Get("Date")); err == nil {
+		offset = d.Sub(r.Clock.Now())
+		r.offset = offset
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return nil, offset, transientError{err}
+	}
+	switch {
+	case resp.StatusCode == http.StatusOK:
+	case resp.StatusCode == http.StatusNotFound:
+		return nil, offset, operr.New(operr.Trust, "the cluster has no kube-public/cluster-info ConfigMap: this API server is not set up for token bootstrapping",
+			"run kubeadm init phase bootstrap-token on the control plane, or use --discovery-file")
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		return nil, offset, operr.Newf(operr.Auth, "the API server must allow anonymous reads of kube-public/cluster-info (kubeadm's Role kubeadm:bootstrap-signer-clusterinfo), or use --discovery-file",
+			"the API server refused an anonymous read of cluster-info (HTTP %d)", resp.StatusCode)
+	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
+		return nil, offset, transientError{fmt.Errorf("HTTP %d from %s", resp.StatusCode, url)}
+	default:
+		return nil, offset, operr.Newf(operr.Trust, "", "unexpected HTTP %d reading cluster-info: %s", resp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	cm := &corev1.ConfigMap{}
+	if err := json.Unmarshal(body, cm); err != nil {
+		return nil, offset, operr.Wrap(operr.Trust, err, "cluster-info is not a ConfigMap", "")
+	}
+	return cm, offset, nil
+}
+
+// classify turns a transport error into a transient error or a precise operator error.
+func (r *Request) classify(err error, tlsCfg *tls.Config) error {
+	var hostErr x509.HostnameError
+	if errors.As(err, &hostErr) && hostErr.Certificate != nil {
+		names := append([]string{}, hostErr.Certificate.DNSNames...)
+		for _, ip := range hostErr.Certificate.IPAddresses {
+			names = append(names, ip.String())
+		}
+		return operr.Newf(operr.Trust, "join through one of those names, or add this one to the API server certificate (ClusterConfiguration apiServer.certSANs)",
+			"the API server certificate is not valid for %q; it is valid for: %s", tlsCfg.ServerName, strings.Join(names, ", "))
+	}
+	var invalid x509.CertificateInvalidError
+	if errors.As(err, &invalid) && invalid.Reason == x509.Expired {
+		c := invalid.Cert
+		now := r.Clock.Now()
+		skew := ""
+		if r.offset != 0 {
+			skew = fmt.Sprintf("; the API server's clock is %s ahead of this node's", r.offset.Round(time.Second))
+		}
+		return operr.Newf(operr.Trust, "fix this node's clock (e.g. enable NTP) and retry",
+			"the API server certificate is not valid at this node's time %s (valid %s to %s)%s",
+			now.UTC().Format(time.RFC3339), c.NotBefore.UTC().Format(time.RFC3339), c.NotAfter.UTC().Format(time.RFC3339), skew)
+	}
+	var unknown x509.UnknownAuthorityError
+	if errors.As(err, &unknown) {
+		return operr.Wrap(operr.Trust, err, "the API server presented a certificate not signed by the pinned CA",
+			"check that "+r.Endpoint+" is an API server of the cluster you mean to join")
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
+		return operr.Wrap(operr.Trust, err, "cannot resolve the API server endpoint "+r.Endpoint, "check the name, or use an IP address")
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return operr.Wrap(operr.Timeout, err, "discovery timed out reading cluster-info from "+r.Endpoint, "check that the API server is up and reachable from this node")
+	}
+	// Connection refused/reset, unreachable, per-call timeouts, TLS handshakes cut short:
+	// an API server that is (re)starting looks like this, so retry within the timeout.
+	return transientError{err}
+}

@@ -1,0 +1,188 @@
+//go:build e2e
+
+// Package e2e holds kjoin's lab tests: real components, one lab per package.
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"kjoin.dev/kjoin/e2e/framework"
+	"kjoin.dev/kjoin/e2e/lab"
+)
+
+func TestMain(m *testing.M) { framework.Main(m) }
+
+// TestKubeadmJoinWorker is the worker baseline: real kubeadm joins w1.
+func TestKubeadmJoinWorker(t *testing.T) {
+	c := framework.Get(t)
+	c.Host(t, "w1")
+	start := time.Now()
+	r := c.MustRun(t, "w1", "kubeadm", "join", lab.Endpoint(), "--token", lab.Token,
+		"--discovery-token-ca-cert-hash", c.CAHash, "--ignore-preflight-errors=all")
+	joinWall := r.Duration
+	c.WaitNodeCondition(t, "w1", corev1.NodeReady, corev1.ConditionTrue, 2*time.Minute)
+	ready := time.Since(start)
+	fmt.Printf("ANCHOR kubeadm join (worker w1): join wall %s, start->Ready %s\n", joinWall.Round(time.Millisecond), ready.Round(time.Millisecond))
+
+	assertLeaseRenews(t, c, "w1")
+	assertKubeletCSRIssued(t, c, "w1")
+}
+
+// TestKubeadmJoinControlPlane is the control-plane baseline: real kubeadm joins cp2 with a
+// certificate key from `kubeadm init phase upload-certs`.
+func TestKubeadmJoinControlPlane(t *testing.T) {
+	c := framework.Get(t)
+	h := c.Host(t, "cp2")
+	key, err := c.UploadCerts(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.MustRun(t, "cp2", "kubeadm", "join", lab.Endpoint(), "--token", lab.Token,
+		"--discovery-token-ca-cert-hash", c.CAHash, "--control-plane", "--certificate-key", key,
+		"--apiserver-advertise-address", h.IP, "--ignore-preflight-errors=all")
+	fmt.Printf("ANCHOR kubeadm join --control-plane (cp2): join wall %s\n", r.Duration.Round(time.Millisecond))
+
+	assertEtcdVoters(t, c, 2)
+	assertLivez(t, c, h.IP)
+	n := c.WaitNodeCondition(t, "cp2", corev1.NodeReady, corev1.ConditionTrue, 2*time.Minute)
+	if _, ok := n.Labels["node-role.kubernetes.io/control-plane"]; !ok {
+		t.Errorf("node cp2 lacks the control-plane label: %v", n.Labels)
+	}
+	if !hasTaint(n, "node-role.kubernetes.io/control-plane", corev1.TaintEffectNoSchedule) {
+		t.Errorf("node cp2 lacks the control-plane NoSchedule taint: %v", n.Spec.Taints)
+	}
+}
+
+func hasTaint(n *corev1.Node, key string, effect corev1.TaintEffect) bool {
+	for _, tn := range n.Spec.Taints {
+		if tn.Key == key && tn.Effect == effect {
+			return true
+		}
+	}
+	return false
+}
+
+// assertLeaseRenews checks that the node's Lease in kube-node-lease exists and its renewTime advances.
+func assertLeaseRenews(t *testing.T, c *framework.Cluster, node string) {
+	t.Helper()
+	ctx := context.Background()
+	var first time.Time
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		l, err := c.Client.CoordinationV1().Leases("kube-node-lease").Get(ctx, node, metav1.GetOptions{})
+		if err != nil || l.Spec.RenewTime == nil {
+			return false, nil
+		}
+		if first.IsZero() {
+			first = l.Spec.RenewTime.Time
+			return false, nil
+		}
+		return l.Spec.RenewTime.Time.After(first), nil
+	})
+	if err != nil {
+		t.Fatalf("lease kube-node-lease/%s was not renewed (first renewTime %v): %v", node, first, err)
+	}
+}
+
+// assertKubeletCSRIssued checks that a kubelet client CSR for the node was approved and issued.
+func assertKubeletCSRIssued(t *testing.T, c *framework.Cluster, node string) {
+	t.Helper()
+	csrs, err := c.Client.CertificatesV1().CertificateSigningRequests().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, csr := range csrs.Items {
+		if csr.Spec.SignerName != certificatesv1.KubeAPIServerClientKubeletSignerName {
+			continue
+		}
+		x, err := parseCSR(csr.Spec.Request)
+		if err != nil || x.Subject.CommonName != "system:node:"+node {
+			continue
+		}
+		approved := false
+		for _, cond := range csr.Status.Conditions {
+			if cond.Type == certificatesv1.CertificateApproved && cond.Status == corev1.ConditionTrue {
+				approved = true
+			}
+		}
+		if approved && len(csr.Status.Certificate) > 0 {
+			t.Logf("CSR %s for %s approved and issued (requested by %s)", csr.Name, node, csr.Spec.Username)
+			return
+		}
+		t.Fatalf("CSR %s for %s: approved=%v, certificate issued=%v", csr.Name, node, approved, len(csr.Status.Certificate) > 0)
+	}
+	t.Fatalf("no kubelet client CSR for node %s among %d CSRs", node, len(csrs.Items))
+}
+
+// assertEtcdVoters waits until etcd has n started, voting members.
+func assertEtcdVoters(t *testing.T, c *framework.Cluster, n int) {
+	t.Helper()
+	var last []framework.EtcdMember
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		ms, err := c.EtcdMembers(ctx)
+		if err != nil {
+			return false, nil
+		}
+		last = ms
+		voters := 0
+		for _, m := range ms {
+			if m.Started && !m.Learner {
+				voters++
+			}
+		}
+		return len(ms) == n && voters == n, nil
+	})
+	if err != nil {
+		t.Fatalf("etcd: want %d started voting members, have %+v", n, last)
+	}
+	t.Logf("etcd members: %+v", last)
+}
+
+// assertLivez checks that the apiserver on ip answers /livez, trusting only the cluster CA.
+func assertLivez(t *testing.T, c *framework.Cluster, ip string) {
+	t.Helper()
+	ca, err := c.ReadFile("cp1", "/etc/kubernetes/pki/ca.crt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	url := fmt.Sprintf("https://%s:%d/livez", ip, lab.APIPort)
+	var body string
+	err = wait.PollUntilContextTimeout(context.Background(), time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		resp, err := client.Get(url)
+		if err != nil {
+			body = err.Error()
+			return false, nil
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		body = fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(b)))
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		t.Fatalf("GET %s: %s", url, body)
+	}
+}
+
+func parseCSR(pemBytes []byte) (*x509.CertificateRequest, error) {
+	b, _ := pem.Decode(pemBytes)
+	if b == nil {
+		return nil, fmt.Errorf("no PEM block")
+	}
+	return x509.ParseCertificateRequest(b.Bytes)
+}

@@ -1,0 +1,315 @@
+//go:build e2e
+
+// Package framework starts one lab per test package and gives lab tests what they need:
+// commands on hosts, host files, an admin client, Node and etcd checks, and logs on failure.
+package framework
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"kjoin.dev/kjoin/e2e/lab"
+)
+
+// Cluster is the package's lab, with cp1 initialised by kubeadm.
+type Cluster struct {
+	*lab.Lab
+	Client kubernetes.Interface
+}
+
+var (
+	current *Cluster
+	once    sync.Once
+)
+
+func logf(format string, args ...any) { fmt.Fprintf(os.Stderr, "[lab] "+format+"\n", args...) }
+
+// Main is a test package's TestMain: it tears down any leftover lab, brings up cp1 with
+// kubeadm init, runs the tests and tears everything down, also on SIGINT/SIGTERM.
+func Main(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctx := context.Background()
+	root := os.Getenv("KJOIN_LAB_ROOT")
+	teardown := func() {
+		once.Do(func() {
+			if os.Getenv("KJOIN_LAB_KEEP") != "" {
+				logf("KJOIN_LAB_KEEP set: leaving the lab up")
+				return
+			}
+			if err := lab.Down(ctx, root); err != nil {
+				logf("teardown: %v", err)
+			}
+		})
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		s := <-sig
+		logf("%v: tearing the lab down", s)
+		teardown()
+		os.Exit(2)
+	}()
+	if err := lab.Down(ctx, root); err != nil {
+		logf("removing a leftover lab: %v", err)
+		return 1
+	}
+	extra := map[string]string{}
+	if p := os.Getenv("KJOIN_BIN"); p != "" {
+		extra["kjoin"] = p
+	}
+	start := time.Now()
+	l, err := lab.Up(ctx, lab.Options{Root: root, BinDir: os.Getenv("KJOIN_COMPONENTS"), ExtraBins: extra, Log: logf}, "cp1")
+	if err == nil {
+		err = l.InitControlPlane(ctx, logf)
+	}
+	if err != nil {
+		logf("lab up failed: %v", err)
+		if l != nil {
+			for _, h := range l.HostNames() {
+				fmt.Fprint(os.Stderr, l.Logs(h, 40))
+				_ = l.CollectLogs(h, artifactsDir("lab-up"))
+			}
+		}
+		teardown()
+		return 1
+	}
+	c := &Cluster{Lab: l}
+	if c.Client, err = adminClient(l); err != nil {
+		logf("admin client: %v", err)
+		teardown()
+		return 1
+	}
+	current = c
+	logf("lab ready in %s", time.Since(start).Round(time.Second))
+	code := m.Run()
+	teardown()
+	return code
+}
+
+// Get returns the package's lab.
+func Get(t testing.TB) *Cluster {
+	t.Helper()
+	if current == nil {
+		t.Fatal("no lab: call framework.Main from TestMain")
+	}
+	return current
+}
+
+func artifactsDir(name string) string {
+	base := os.Getenv("KJOIN_ARTIFACTS")
+	if base == "" {
+		base = filepath.Join(os.TempDir(), "kjoin-artifacts")
+	}
+	return filepath.Join(base, strings.ReplaceAll(name, "/", "_"))
+}
+
+// adminClient talks to cp1's apiserver from this machine through the lab bridge.
+func adminClient(l *lab.Lab) (kubernetes.Interface, error) {
+	b, err := l.ReadFile("cp1", "/etc/kubernetes/admin.conf")
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(b)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Host = fmt.Sprintf("https://%s:%d", l.Hosts["cp1"].IP, lab.APIPort)
+	cfg.TLSClientConfig.ServerName = lab.ControlPlaneName
+	return kubernetes.NewForConfig(cfg)
+}
+
+// Host brings up a lab host for this test. When the test ends the host is removed (for a
+// control plane its etcd member first, so the cluster keeps quorum) and its Node deleted;
+// on failure the tail of its logs and cp1's is printed and full logs kept as artifacts.
+func (c *Cluster) Host(t *testing.T, name string) *lab.Host {
+	t.Helper()
+	h, err := c.AddHost(context.Background(), name, t.Logf)
+	if err != nil {
+		t.Fatalf("host %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			c.DumpLogs(t, name, "cp1")
+		}
+		c.Forget(t, name)
+	})
+	return h
+}
+
+// DumpLogs prints the tail of the hosts' logs and keeps the full logs as artifacts.
+func (c *Cluster) DumpLogs(t *testing.T, hosts ...string) {
+	dir := artifactsDir(t.Name())
+	for _, h := range hosts {
+		t.Logf("logs of %s:\n%s", h, c.Logs(h, 40))
+		if err := c.CollectLogs(h, dir); err != nil {
+			t.Logf("collect logs of %s: %v", h, err)
+		}
+	}
+	t.Logf("full logs: %s", dir)
+}
+
+// Forget removes a host from the cluster and the lab: its etcd member (if any), its Node,
+// then the host itself.
+func (c *Cluster) Forget(t *testing.T, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if lab.IsControlPlane(name) && name != "cp1" {
+		if err := c.RemoveEtcdMember(ctx, name); err != nil {
+			t.Logf("remove etcd member %s: %v", name, err)
+		}
+	}
+	if err := c.Client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !strings.Contains(err.Error(), "not found") {
+		t.Logf("delete node %s: %v", name, err)
+	}
+	if err := c.RemoveHost(ctx, name); err != nil {
+		t.Errorf("remove host %s: %v", name, err)
+	}
+}
+
+// Run runs a command on a host and logs it with its duration.
+func (c *Cluster) Run(t *testing.T, host string, argv ...string) lab.Result {
+	t.Helper()
+	r := c.Exec(context.Background(), host, argv...)
+	t.Logf("%s$ %s  (exit %d, %s)", host, strings.Join(argv, " "), r.ExitCode, r.Duration.Round(time.Millisecond))
+	return r
+}
+
+// MustRun is Run that fails the test on a non-zero exit.
+func (c *Cluster) MustRun(t *testing.T, host string, argv ...string) lab.Result {
+	t.Helper()
+	r := c.Run(t, host, argv...)
+	if r.Err != nil {
+		t.Fatalf("%v", r.Error())
+	}
+	return r
+}
+
+// WaitNodeCondition waits until Node name has condition typ with status, and returns the
+// Node as last seen.
+func (c *Cluster) WaitNodeCondition(t *testing.T, name string, typ corev1.NodeConditionType, status corev1.ConditionStatus, timeout time.Duration) *corev1.Node {
+	t.Helper()
+	var last *corev1.Node
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = n
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == typ && cond.Status == status {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		desc := "not registered"
+		if last != nil {
+			desc = fmt.Sprintf("conditions %+v", last.Status.Conditions)
+		}
+		t.Fatalf("node %s: no %s=%s within %s: %s", name, typ, status, timeout, desc)
+	}
+	return last
+}
+
+// Etcd returns a client of the cluster's etcd through cp1, with cp1's apiserver client cert.
+func (c *Cluster) Etcd() (*clientv3.Client, error) {
+	read := func(p string) ([]byte, error) { return c.ReadFile("cp1", p) }
+	ca, err := read("/etc/kubernetes/pki/etcd/ca.crt")
+	if err != nil {
+		return nil, err
+	}
+	crt, err := read("/etc/kubernetes/pki/apiserver-etcd-client.crt")
+	if err != nil {
+		return nil, err
+	}
+	key, err := read("/etc/kubernetes/pki/apiserver-etcd-client.key")
+	if err != nil {
+		return nil, err
+	}
+	pair, err := tls.X509KeyPair(crt, key)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	return clientv3.New(clientv3.Config{
+		Endpoints:   []string{fmt.Sprintf("https://%s:2379", c.Hosts["cp1"].IP)},
+		DialTimeout: 5 * time.Second,
+		TLS:         &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}},
+	})
+}
+
+// EtcdMember is one etcd member as `etcdctl member list` shows it.
+type EtcdMember struct {
+	ID       uint64
+	Name     string
+	PeerURLs []string
+	Learner  bool
+	// Started is true once the member has joined and published its name.
+	Started bool
+}
+
+// EtcdMembers lists the cluster's etcd members.
+func (c *Cluster) EtcdMembers(ctx context.Context) ([]EtcdMember, error) {
+	cli, err := c.Etcd()
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	resp, err := cli.MemberList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []EtcdMember
+	for _, m := range resp.Members {
+		out = append(out, EtcdMember{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, Learner: m.IsLearner, Started: m.Name != ""})
+	}
+	return out, nil
+}
+
+// RemoveEtcdMember removes the member whose peer URL is on host name, if there is one.
+func (c *Cluster) RemoveEtcdMember(ctx context.Context, name string) error {
+	h, ok := c.Hosts[name]
+	if !ok {
+		return nil
+	}
+	cli, err := c.Etcd()
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	resp, err := cli.MemberList(ctx)
+	if err != nil {
+		return err
+	}
+	for _, m := range resp.Members {
+		for _, u := range m.PeerURLs {
+			if strings.Contains(u, "//"+h.IP+":") {
+				_, err := cli.MemberRemove(ctx, m.ID)
+				return err
+			}
+		}
+	}
+	return nil
+}

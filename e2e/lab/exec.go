@@ -1,0 +1,177 @@
+package lab
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Result is the outcome of a command run on a host.
+type Result struct {
+	Argv     []string
+	Stdout   string
+	Stderr   string
+	ExitCode int
+	Duration time.Duration
+	// Err is set when the command could not run or exited non-zero.
+	Err error
+}
+
+// Error describes a failed command with its output, or nil.
+func (r Result) Error() error {
+	if r.Err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w\nstdout:\n%s\nstderr:\n%s", strings.Join(r.Argv, " "), r.Err, tail(r.Stdout, 30), tail(r.Stderr, 30))
+}
+
+func (l *Lab) nsenterArgs(host string) []string {
+	ns := nsName(host)
+	return []string{
+		"--net=" + filepath.Join("/run/netns", ns),
+		"--mount=" + filepath.Join(hostsDir, ns+".mnt"),
+		"--uts=" + filepath.Join(hostsDir, ns+".uts"),
+		"--",
+	}
+}
+
+// hostEnv is the environment of every command run on a host: the lab tools first on PATH.
+func hostEnv(root string) []string {
+	return []string{
+		"PATH=" + filepath.Join(root, "bin") + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME=/root",
+		"LANG=C.UTF-8",
+	}
+}
+
+// Exec runs argv on host (all three of its namespaces; never `ip netns exec`, which hides
+// the cgroup mounts) and returns its output and exit code.
+func (l *Lab) Exec(ctx context.Context, host string, argv ...string) Result {
+	return l.ExecEnv(ctx, host, nil, nil, argv...)
+}
+
+// ExecEnv is Exec with extra environment variables and standard input.
+func (l *Lab) ExecEnv(ctx context.Context, host string, env []string, stdin io.Reader, argv ...string) Result {
+	cmd := exec.CommandContext(ctx, "nsenter", append(l.nsenterArgs(host), argv...)...)
+	cmd.Env = append(hostEnv(l.Root), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr, cmd.Stdin = &out, &errb, stdin
+	cmd.WaitDelay = 5 * time.Second
+	start := time.Now()
+	err := cmd.Run()
+	r := Result{Argv: argv, Stdout: out.String(), Stderr: errb.String(), Duration: time.Since(start), Err: err}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.ExitCode = ee.ExitCode()
+	} else if err != nil {
+		r.ExitCode = -1
+	}
+	return r
+}
+
+// Command returns an unstarted command that runs argv on host, for interactive use.
+func (l *Lab) Command(host string, argv ...string) *exec.Cmd {
+	cmd := exec.Command("nsenter", append(l.nsenterArgs(host), argv...)...)
+	cmd.Env = hostEnv(l.Root)
+	return cmd
+}
+
+// ReadFile reads a file of a host.
+func (l *Lab) ReadFile(host, path string) ([]byte, error) {
+	return os.ReadFile(l.HostPath(host, path))
+}
+
+// run runs a command in the root namespaces and includes its output in the error.
+func run(ctx context.Context, name string, args ...string) error {
+	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// repoFile finds a file of the kjoin repository by walking up from the working directory.
+func repoFile(rel string) (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		p := filepath.Join(dir, rel)
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("%s not found above the working directory (run from the kjoin repository)", rel)
+		}
+		dir = parent
+	}
+}
+
+func runScript(ctx context.Context, logf func(string, ...any), name string) error {
+	p, err := repoFile(filepath.Join("e2e/scripts", name))
+	if err != nil {
+		return err
+	}
+	out, err := exec.CommandContext(ctx, p).CombinedOutput()
+	if len(out) > 0 {
+		logf("%s: %s", name, strings.TrimSpace(string(out)))
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	return nil
+}
+
+func buildComponents(ctx context.Context) (string, error) {
+	p, err := repoFile("e2e/components/build.sh")
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, p)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("build components (%s): %w", p, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+func isMountPoint(p string) bool {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		fields := strings.Fields(s.Text())
+		if len(fields) > 4 && fields[4] == p {
+			return true
+		}
+	}
+	return false
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func tailFile(p string, n int) string {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return fmt.Sprintf("(%v)", err)
+	}
+	return tail(string(b), n)
+}

@@ -1,0 +1,331 @@
+package lab
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+)
+
+//go:embed assets/systemctl
+var systemctlStandIn []byte
+
+// hostBinds are the host paths that each lab host gets its own copy of (bind mounts inside
+// its mount namespace). Directories unless they end in a file name listed in hostFileBinds.
+var hostBinds = []string{
+	"/etc/kubernetes", "/var/lib/kubelet", "/var/lib/etcd", "/var/lib/containerd",
+	"/run/containerd", "/var/log/pods", "/var/log/containers", "/var/lib/cni",
+	"/etc/cni/net.d", "/run/netns", "/var/lib/kjoin", "/run/lab",
+}
+
+const hostsDir = "/run/hostns"
+
+func nsName(host string) string { return nsPrefix + host }
+
+// hostDir is a host's private state in the root filesystem.
+func (l *Lab) hostDir(host string) string { return filepath.Join(l.Root, "hosts", host) }
+
+// HostPath maps a path inside host to the same file in the root filesystem, for the paths
+// the lab gives each host (see hostBinds). Other paths are shared with the machine.
+func (l *Lab) HostPath(host, p string) string {
+	for _, b := range hostBinds {
+		if p == b || strings.HasPrefix(p, b+"/") {
+			return filepath.Join(l.hostDir(host), bindDirName(b), strings.TrimPrefix(p, b))
+		}
+	}
+	if p == "/etc/hosts" {
+		return filepath.Join(l.hostDir(host), "etc-hosts")
+	}
+	return p
+}
+
+func bindDirName(p string) string { return strings.ReplaceAll(strings.Trim(p, "/"), "/", "-") }
+
+func setupNetwork(ctx context.Context) error {
+	if err := os.MkdirAll(hostsDir, 0o755); err != nil {
+		return err
+	}
+	if !isMountPoint(hostsDir) {
+		if err := run(ctx, "mount", "--bind", hostsDir, hostsDir); err != nil {
+			return err
+		}
+	}
+	if err := run(ctx, "mount", "--make-private", hostsDir); err != nil {
+		return err
+	}
+	if _, err := os.Stat("/sys/class/net/" + Bridge); err != nil {
+		if err := run(ctx, "ip", "link", "add", Bridge, "type", "bridge"); err != nil {
+			return err
+		}
+		if err := run(ctx, "ip", "addr", "add", BridgeAddr+"/24", "dev", Bridge); err != nil {
+			return err
+		}
+	}
+	if err := run(ctx, "ip", "link", "set", Bridge, "up"); err != nil {
+		return err
+	}
+	// Lab traffic stays on this machine: never forward from the lab bridge to anything else.
+	rule := []string{"FORWARD", "-i", Bridge, "!", "-o", Bridge, "-j", "DROP"}
+	if run(ctx, "iptables", append([]string{"-C"}, rule...)...) != nil {
+		if err := run(ctx, "iptables", append([]string{"-I"}, rule...)...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AddHost creates a host (namespaces, bind mounts, cgroups, containerd, images) if it is not
+// already up. It is idempotent.
+func (l *Lab) AddHost(ctx context.Context, name string, logf func(string, ...any)) (*Host, error) {
+	ip, err := HostIP(name)
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	h, ok := l.Hosts[name]
+	l.mu.Unlock()
+	if ok && l.hostAlive(name) {
+		return h, nil
+	}
+	start := time.Now()
+	h = &Host{Name: name, IP: ip, PodCIDR: podCIDR(name)}
+	if err := l.createHost(ctx, h); err != nil {
+		return nil, fmt.Errorf("create host %s: %w", name, err)
+	}
+	l.mu.Lock()
+	l.Hosts[name] = h
+	err = l.save()
+	l.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if err := l.startContainerd(ctx, h); err != nil {
+		return nil, fmt.Errorf("host %s: %w", name, err)
+	}
+	images := []string{"pause.tar"}
+	if IsControlPlane(name) {
+		images = append(images, "control-plane.tar")
+	}
+	for _, img := range images {
+		if r := l.Exec(ctx, name, "ctr", "-n", "k8s.io", "images", "import", "--all-platforms", filepath.Join(l.ImageDir, img)); r.Err != nil {
+			return nil, fmt.Errorf("host %s: import %s: %w", name, img, r.Error())
+		}
+	}
+	logf("host %s up (%s, pods %s) in %s", name, ip, h.PodCIDR, time.Since(start).Round(100*time.Millisecond))
+	return h, nil
+}
+
+func (l *Lab) hostAlive(name string) bool {
+	_, err1 := os.Stat(filepath.Join("/run/netns", nsName(name)))
+	return err1 == nil && isMountPoint(filepath.Join(hostsDir, nsName(name)+".mnt"))
+}
+
+func (l *Lab) createHost(ctx context.Context, h *Host) error {
+	ns := nsName(h.Name)
+	dir := l.hostDir(h.Name)
+	for _, b := range hostBinds {
+		if err := os.MkdirAll(filepath.Join(dir, bindDirName(b)), 0o755); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(b, 0o755); err != nil {
+			return err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "etc-hosts"), []byte(etcHosts()), 0o644); err != nil {
+		return err
+	}
+	labDir := filepath.Join(dir, bindDirName("/run/lab"))
+	env := fmt.Sprintf("KUBELET_EXTRA_ARGS=\"--cgroup-root=/host-%s --node-ip=%s\"\n", h.Name, h.IP)
+	if err := os.WriteFile(filepath.Join(labDir, "kubelet.env"), []byte(env), 0o644); err != nil {
+		return err
+	}
+	if err := l.writeContainerdConfig(ctx, h); err != nil {
+		return err
+	}
+	if err := writeCNIConfig(filepath.Join(dir, bindDirName("/etc/cni/net.d")), h); err != nil {
+		return err
+	}
+	if err := makeCgroups(h.Name); err != nil {
+		return fmt.Errorf("cgroups: %w", err)
+	}
+
+	// Network namespace with a veth on the lab bridge.
+	if _, err := os.Stat(filepath.Join("/run/netns", ns)); err != nil {
+		if err := run(ctx, "ip", "netns", "add", ns); err != nil {
+			return err
+		}
+	}
+	veth := "kjv-" + h.Name
+	if _, err := os.Stat("/sys/class/net/" + veth); err != nil {
+		steps := [][]string{
+			{"ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns},
+			{"ip", "link", "set", veth, "master", Bridge, "up"},
+			{"ip", "-n", ns, "addr", "add", h.IP + "/24", "dev", "eth0"},
+			{"ip", "-n", ns, "link", "set", "eth0", "up"},
+			{"ip", "-n", ns, "link", "set", "lo", "up"},
+			{"ip", "-n", ns, "route", "add", "default", "via", BridgeAddr},
+		}
+		for _, s := range steps {
+			if err := run(ctx, s[0], s[1:]...); err != nil {
+				return err
+			}
+		}
+	}
+	for _, s := range []string{"net.ipv4.ip_forward=1", "net.ipv4.conf.all.route_localnet=1"} {
+		_ = run(ctx, "ip", "netns", "exec", ns, "sysctl", "-q", "-w", s)
+	}
+
+	// Persistent mount and UTS namespaces, with the host's own directories bound in.
+	mnt := filepath.Join(hostsDir, ns+".mnt")
+	uts := filepath.Join(hostsDir, ns+".uts")
+	if !isMountPoint(mnt) {
+		for _, f := range []string{mnt, uts} {
+			if err := os.WriteFile(f, nil, 0o644); err != nil {
+				return err
+			}
+		}
+		if err := run(ctx, "unshare", "--mount="+mnt, "--uts="+uts, "--propagation", "private", "hostname", h.Name); err != nil {
+			return err
+		}
+		// Drop the copies of other hosts' namespace mounts, or this host would pin them alive.
+		script := []string{"umount -R -l /run/netns /run/hostns 2>/dev/null || true", "set -e"}
+		for _, b := range hostBinds {
+			script = append(script, fmt.Sprintf("mount --bind %q %q", filepath.Join(dir, bindDirName(b)), b))
+		}
+		script = append(script, fmt.Sprintf("mount --bind %q /etc/hosts", filepath.Join(dir, "etc-hosts")))
+		if err := run(ctx, "nsenter", "--mount="+mnt, "--", "sh", "-c", strings.Join(script, "\n")); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// etcHosts names every possible lab host, so lookups never leave the machine.
+func etcHosts() string {
+	var b strings.Builder
+	b.WriteString("127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n")
+	ip, _ := HostIP("cp1")
+	fmt.Fprintf(&b, "%s %s\n", ip, ControlPlaneName)
+	for _, role := range []string{"cp", "w"} {
+		for n := 1; n <= 9; n++ {
+			name := fmt.Sprintf("%s%d", role, n)
+			ip, _ := HostIP(name)
+			fmt.Fprintf(&b, "%s %s\n", ip, name)
+		}
+	}
+	return b.String()
+}
+
+var (
+	reOOM     = regexp.MustCompile(`restrict_oom_score_adj = false`)
+	reSandbox = regexp.MustCompile(`sandbox_image = ".*"`)
+	reCNIBin  = regexp.MustCompile(`bin_dir = ".*"`)
+	reSystemd = regexp.MustCompile(`SystemdCgroup = true`)
+)
+
+func (l *Lab) writeContainerdConfig(ctx context.Context, h *Host) error {
+	out, err := exec.CommandContext(ctx, "containerd", "config", "default").Output()
+	if err != nil {
+		return fmt.Errorf("containerd config default: %w", err)
+	}
+	cfg := string(out)
+	cfg = reOOM.ReplaceAllString(cfg, "restrict_oom_score_adj = true")
+	cfg = reSandbox.ReplaceAllString(cfg, fmt.Sprintf("sandbox_image = %q", PauseImage))
+	cfg = reCNIBin.ReplaceAllString(cfg, `bin_dir = "/usr/lib/cni"`)
+	cfg = reSystemd.ReplaceAllString(cfg, "SystemdCgroup = false")
+	return os.WriteFile(filepath.Join(l.hostDir(h.Name), bindDirName("/run/lab"), "containerd.toml"), []byte(cfg), 0o644)
+}
+
+func writeCNIConfig(dir string, h *Host) error {
+	conf := fmt.Sprintf(`{
+  "cniVersion": "0.4.0",
+  "name": "lab",
+  "plugins": [
+    {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+     "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+`, h.PodCIDR)
+	return os.WriteFile(filepath.Join(dir, "10-lab.conflist"), []byte(conf), 0o644)
+}
+
+func (l *Lab) startContainerd(ctx context.Context, h *Host) error {
+	if r := l.Exec(ctx, h.Name, "ctr", "version"); r.Err == nil {
+		return nil
+	}
+	logPath := filepath.Join(l.hostDir(h.Name), bindDirName("/run/lab"), "containerd.log")
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.Command("nsenter", append(l.nsenterArgs(h.Name), "containerd", "--config", "/run/lab/containerd.toml")...)
+	cmd.Env = hostEnv(l.Root)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start containerd: %w", err)
+	}
+	go func() { _ = cmd.Wait() }()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if r := l.Exec(ctx, h.Name, "ctr", "version"); r.Err == nil {
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("containerd did not answer within 30s; log: %s\n%s", logPath, tailFile(logPath, 20))
+}
+
+// cgroupHierarchies lists the mounted cgroup v1 hierarchies (and the v2 root if unified).
+func cgroupHierarchies() []string {
+	entries, _ := os.ReadDir("/sys/fs/cgroup")
+	var out []string
+	seen := map[string]bool{}
+	for _, e := range entries {
+		p := filepath.Join("/sys/fs/cgroup", e.Name())
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil || seen[real] || !isMountPoint(real) {
+			continue
+		}
+		seen[real] = true
+		out = append(out, real)
+	}
+	if len(out) == 0 {
+		out = []string{"/sys/fs/cgroup"}
+	}
+	return out
+}
+
+// makeCgroups creates the host's kubelet --cgroup-root in every hierarchy. A shared root
+// makes one host's kubelet kill the others' pods as orphans.
+func makeCgroups(host string) error {
+	for _, h := range cgroupHierarchies() {
+		p := filepath.Join(h, "host-"+host)
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return err
+		}
+		if filepath.Base(h) == "cpuset" {
+			for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+				v, err := os.ReadFile(filepath.Join(h, f))
+				if err != nil {
+					return err
+				}
+				cur, _ := os.ReadFile(filepath.Join(p, f))
+				if strings.TrimSpace(string(cur)) == "" {
+					if err := os.WriteFile(filepath.Join(p, f), v, 0o644); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	return nil
+}

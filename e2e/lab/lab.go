@@ -1,0 +1,204 @@
+// Package lab runs a multi-host Kubernetes lab on one Linux machine: each host is its own
+// network, mount and UTS namespace on a lab bridge, with its own containerd and kubelet, and
+// the first control plane is made by real kubeadm. It needs root.
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Fixed facts of the lab network and cluster.
+const (
+	Bridge           = "kjlab0"
+	BridgeAddr       = "10.77.0.1"
+	netPrefix        = "10.77.0."
+	nsPrefix         = "kjlab-"
+	ControlPlaneName = "control-plane.lab"
+	APIPort          = 6443
+	PodSubnet        = "10.244.0.0/16"
+	ServiceSubnet    = "10.96.0.0/12"
+	K8sVersion       = "v1.37.2"
+	EtcdImageTag     = "3.7.0-0"
+	PauseImage       = "registry.k8s.io/pause:3.10"
+	// Token is the bootstrap token kubeadm init creates on cp1.
+	Token = "abcdef.0123456789abcdef"
+	// DefaultRoot holds the lab's state, per-host directories and tool links.
+	DefaultRoot = "/var/lib/kjoin-lab"
+)
+
+// Lab is a running lab. Its state is kept in Root/state.json so that separate processes
+// (make lab-up, then a test or the lab command) act on the same lab.
+type Lab struct {
+	Root string `json:"root"`
+	// BinDir holds the real Kubernetes and etcd programs.
+	BinDir string `json:"binDir"`
+	// ImageDir holds the docker-archive image tarballs.
+	ImageDir string `json:"imageDir"`
+	// CAHash is the sha256 SPKI pin of the cluster CA, once cp1 is initialised.
+	CAHash string           `json:"caHash,omitempty"`
+	Hosts  map[string]*Host `json:"hosts"`
+
+	mu sync.Mutex
+}
+
+// Host is one lab host.
+type Host struct {
+	Name    string `json:"name"`
+	IP      string `json:"ip"`
+	PodCIDR string `json:"podCIDR"`
+}
+
+// Options configure Up.
+type Options struct {
+	Root string
+	// BinDir with etcd, kube-apiserver, ..., kubectl; empty builds them with e2e/components/build.sh.
+	BinDir string
+	// ExtraBins are linked into the hosts' PATH by name (e.g. "kjoin": "/path/to/kjoin").
+	ExtraBins map[string]string
+	// Log receives progress lines.
+	Log func(format string, args ...any)
+}
+
+// HostIP returns the fixed address of a lab host: cpN → .10+N, wN → .100+N.
+func HostIP(name string) (string, error) {
+	n, role, err := parseName(name)
+	if err != nil {
+		return "", err
+	}
+	if role == "cp" {
+		return netPrefix + strconv.Itoa(10+n), nil
+	}
+	return netPrefix + strconv.Itoa(100+n), nil
+}
+
+func parseName(name string) (int, string, error) {
+	for _, role := range []string{"cp", "w"} {
+		if rest, ok := strings.CutPrefix(name, role); ok {
+			if n, err := strconv.Atoi(rest); err == nil && n >= 1 && n <= 9 {
+				return n, role, nil
+			}
+		}
+	}
+	return 0, "", fmt.Errorf("lab host name %q is not cp1..cp9 or w1..w9", name)
+}
+
+// IsControlPlane reports whether a host name is a control-plane host (cpN).
+func IsControlPlane(name string) bool {
+	_, role, err := parseName(name)
+	return err == nil && role == "cp"
+}
+
+func podCIDR(name string) string {
+	n, role, _ := parseName(name)
+	if role == "w" {
+		n += 100
+	}
+	return fmt.Sprintf("10.244.%d.0/24", n)
+}
+
+// Load returns the lab recorded under root, or an error when no lab is up.
+func Load(root string) (*Lab, error) {
+	if root == "" {
+		root = DefaultRoot
+	}
+	b, err := os.ReadFile(filepath.Join(root, "state.json"))
+	if err != nil {
+		return nil, fmt.Errorf("no lab is up under %s (run make lab-up): %w", root, err)
+	}
+	l := &Lab{}
+	if err := json.Unmarshal(b, l); err != nil {
+		return nil, fmt.Errorf("read lab state: %w", err)
+	}
+	return l, nil
+}
+
+func (l *Lab) save() error {
+	b, err := json.MarshalIndent(l, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(l.Root, ".state.json.tmp")
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(l.Root, "state.json"))
+}
+
+// HostNames lists the lab's hosts, sorted.
+func (l *Lab) HostNames() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	names := make([]string, 0, len(l.Hosts))
+	for n := range l.Hosts {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Up creates the lab network, builds what is missing and brings up the named hosts.
+// It does not run kubeadm; see InitControlPlane.
+func Up(ctx context.Context, o Options, hosts ...string) (*Lab, error) {
+	if o.Root == "" {
+		o.Root = DefaultRoot
+	}
+	if o.Log == nil {
+		o.Log = func(string, ...any) {}
+	}
+	if os.Geteuid() != 0 {
+		return nil, errors.New("the lab needs root (network, mount and UTS namespaces)")
+	}
+	if err := runScript(ctx, o.Log, "install-deps.sh"); err != nil {
+		return nil, fmt.Errorf("install lab packages: %w", err)
+	}
+	l, err := Load(o.Root)
+	if err != nil {
+		l = &Lab{Root: o.Root, Hosts: map[string]*Host{}}
+	}
+	if l.BinDir == "" || o.BinDir != "" {
+		bin := o.BinDir
+		if bin == "" {
+			start := time.Now()
+			o.Log("building Kubernetes %s and etcd components (cached after the first run)", K8sVersion)
+			if bin, err = buildComponents(ctx); err != nil {
+				return nil, err
+			}
+			o.Log("components ready in %s: %s", time.Since(start).Round(time.Second), bin)
+		}
+		l.BinDir = bin
+	}
+	if err := os.MkdirAll(filepath.Join(l.Root, "hosts"), 0o755); err != nil {
+		return nil, err
+	}
+	if err := l.save(); err != nil {
+		return nil, fmt.Errorf("save lab state: %w", err)
+	}
+	if l.ImageDir, err = buildImages(ctx, l.BinDir, o.Log); err != nil {
+		return nil, fmt.Errorf("build images: %w", err)
+	}
+	if err := l.linkTools(o.ExtraBins); err != nil {
+		return nil, fmt.Errorf("link lab tools: %w", err)
+	}
+	if err := setupNetwork(ctx); err != nil {
+		return nil, fmt.Errorf("lab network: %w", err)
+	}
+	if err := l.save(); err != nil {
+		return nil, fmt.Errorf("save lab state: %w", err)
+	}
+	for _, h := range hosts {
+		if _, err := l.AddHost(ctx, h, o.Log); err != nil {
+			return l, err
+		}
+	}
+	return l, nil
+}
