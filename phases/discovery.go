@@ -1,0 +1,78 @@
+package phases
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"kjoin.dev/kjoin/discovery"
+	"kjoin.dev/kjoin/operr"
+)
+
+// Discovery establishes trust in the cluster (token or file discovery) and builds the
+// bootstrap client that authenticates with the TLS bootstrap token.
+//
+//	Reads:  s.Opts (Endpoint, DiscoveryToken, Pins, UnsafeSkipCAVerification, DiscoveryFile, TLSBootstrapToken, Timeouts)
+//	Writes: s.Discovery, s.BootstrapClient
+var Discovery = Phase{Name: "discovery", Short: "Fetch and verify cluster-info (CA pinning)", Run: runDiscovery}
+
+func runDiscovery(ctx context.Context, e *Env, s *State) error {
+	var auth *rest.Config
+	switch {
+	case s.Opts.DiscoveryFile != "":
+		fr, err := discovery.File(ctx, s.Opts.DiscoveryFile, s.Opts.Timeouts.Discovery)
+		if err != nil {
+			return err
+		}
+		s.Discovery = &fr.Result
+		if s.Opts.TLSBootstrapToken == nil {
+			if fr.AuthInfo == nil || (fr.AuthInfo.Token == "" && len(fr.AuthInfo.ClientCertificateData) == 0) {
+				return operr.New(operr.Usage, "the discovery file has no credentials and no --tls-bootstrap-token was given",
+					"pass --tls-bootstrap-token (or --token), or embed a token in the discovery file")
+			}
+			auth = &rest.Config{BearerToken: fr.AuthInfo.Token}
+			auth.TLSClientConfig.CertData = fr.AuthInfo.ClientCertificateData
+			auth.TLSClientConfig.KeyData = fr.AuthInfo.ClientKeyData
+		}
+		e.Logf("discovery", "using %s from the discovery file (CA %s)", s.Discovery.Server, s.Discovery.CAPin)
+	default:
+		if s.Opts.DiscoveryToken == nil {
+			return operr.New(operr.Usage, "no discovery method: give an API server endpoint and --token, or --discovery-file", "")
+		}
+		res, err := discovery.Token(ctx, discovery.Request{
+			Endpoint:                 s.Opts.Endpoint,
+			Token:                    *s.Opts.DiscoveryToken,
+			Pins:                     s.Opts.Pins,
+			UnsafeSkipCAVerification: s.Opts.UnsafeSkipCAVerification,
+			Timeout:                  s.Opts.Timeouts.Discovery,
+			Clock:                    e.Clock,
+			Logf:                     func(f string, a ...any) { e.Debugf("discovery", f, a...) },
+		})
+		if err != nil {
+			return err
+		}
+		s.Discovery = res
+		e.Logf("discovery", "cluster CA %s verified; API server %s", res.CAPin, res.Server)
+		if off := res.ClockOffset; off > time.Minute || off < -time.Minute {
+			s.Warn(e, "discovery", "this node's clock differs from the API server's by %s; certificates may look expired or not yet valid", off.Round(time.Second))
+		}
+	}
+	if auth == nil {
+		if s.Opts.TLSBootstrapToken == nil {
+			return operr.New(operr.Usage, "no TLS bootstrap token", "pass --token or --tls-bootstrap-token")
+		}
+		auth = &rest.Config{BearerToken: s.Opts.TLSBootstrapToken.Full()}
+	}
+	cfg := rest.CopyConfig(auth)
+	cfg.Host = s.Discovery.Server
+	cfg.TLSClientConfig.CAData = s.Discovery.CAData
+	cfg.Timeout = 10 * time.Second
+	cfg.UserAgent = "kjoin"
+	client, err := e.NewClient(cfg)
+	if err != nil {
+		return operr.Wrap(operr.Other, err, "build the bootstrap client", "")
+	}
+	s.BootstrapClient = client
+	return nil
+}

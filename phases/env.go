@@ -1,0 +1,108 @@
+package phases
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+)
+
+// Host paths as the node's programs see them. Every file access goes through Paths.Of, which
+// puts them under the injected root (tests use t.TempDir()).
+const (
+	KubernetesDir        = "/etc/kubernetes"
+	PKIDir               = "/etc/kubernetes/pki"
+	CACertPath           = "/etc/kubernetes/pki/ca.crt"
+	KubeletKubeconfig    = "/etc/kubernetes/kubelet.conf"
+	BootstrapKubeconfig  = "/etc/kubernetes/bootstrap-kubelet.conf"
+	AdminKubeconfig      = "/etc/kubernetes/admin.conf"
+	ManifestsDir         = "/etc/kubernetes/manifests"
+	KubeletDir           = "/var/lib/kubelet"
+	KubeletConfigPath    = "/var/lib/kubelet/config.yaml"
+	KubeletInstancePath  = "/var/lib/kubelet/instance-config.yaml"
+	KubeletFlagsPath     = "/var/lib/kubelet/kubeadm-flags.env"
+	KubeletPKIDir        = "/var/lib/kubelet/pki"
+	KubeletClientCurrent = "/var/lib/kubelet/pki/kubelet-client-current.pem"
+	ProcIPForward        = "/proc/sys/net/ipv4/ip_forward"
+	ProcSwaps            = "/proc/swaps"
+)
+
+// Paths maps host paths under one root.
+type Paths struct{ Root string }
+
+// Of returns where a host path lives under the root.
+func (p Paths) Of(hostPath string) string {
+	if p.Root == "" || p.Root == "/" {
+		return hostPath
+	}
+	return filepath.Join(p.Root, hostPath)
+}
+
+// CommandRunner runs host commands (systemctl). Output is returned for error messages.
+type CommandRunner interface {
+	Run(ctx context.Context, name string, args ...string) ([]byte, error)
+}
+
+// ExecRunner runs commands with os/exec.
+type ExecRunner struct{}
+
+// Run runs name with args and returns its combined output.
+func (ExecRunner) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	if err != nil {
+		return out, fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return out, nil
+}
+
+// Env holds everything the phases get from outside: paths, clients, clock, runner, output.
+type Env struct {
+	Paths Paths
+	// Out receives "[phase] message" progress lines (stderr in the CLI).
+	Out io.Writer
+	// Verbosity: 0 operator messages, 1+ debug.
+	Verbosity int
+	Clock     clock.Clock
+	Exec      CommandRunner
+	// NewClient builds a Kubernetes client (fake in tests).
+	NewClient func(*rest.Config) (kubernetes.Interface, error)
+	// Hostname returns the machine's hostname.
+	Hostname func() (string, error)
+	// Geteuid returns the effective user id.
+	Geteuid func() int
+	// PortInUse reports whether a local TCP port is taken.
+	PortInUse func(port int) bool
+	// SocketReachable reports whether a unix socket accepts connections.
+	SocketReachable func(path string) bool
+}
+
+// Logf prints a progress line for a phase.
+func (e *Env) Logf(phase, format string, args ...any) {
+	if e.Out == nil {
+		return
+	}
+	fmt.Fprintf(e.Out, "["+phase+"] "+format+"\n", args...)
+}
+
+// Debugf prints a progress line at -v 1 and above.
+func (e *Env) Debugf(phase, format string, args ...any) {
+	if e.Verbosity >= 1 {
+		e.Logf(phase, format, args...)
+	}
+}
+
+// ReadFile reads a host file.
+func (e *Env) ReadFile(hostPath string) ([]byte, error) { return os.ReadFile(e.Paths.Of(hostPath)) }
+
+// Exists reports whether a host path exists (a dangling symlink counts).
+func (e *Env) Exists(hostPath string) bool {
+	_, err := os.Lstat(e.Paths.Of(hostPath))
+	return err == nil
+}

@@ -1,0 +1,147 @@
+package phases
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"kjoin.dev/kjoin/operr"
+)
+
+// Preflight checks the host before anything is changed, and reports every failure at once.
+//
+//	Reads:  s.Opts (NodeName, CRISocket, IgnorePreflight); host files under env.Paths
+//	Writes: s.Opts.NodeName and s.Opts.CRISocket (defaults), s.Warnings
+var Preflight = Phase{Name: "preflight", Short: "Check that this host can join", Run: runPreflight}
+
+// knownCRISockets are tried, in order, when --cri-socket is not given (as kubeadm).
+var knownCRISockets = []string{
+	"unix:///var/run/containerd/containerd.sock",
+	"unix:///var/run/crio/crio.sock",
+	"unix:///var/run/cri-dockerd.sock",
+}
+
+type check struct {
+	name string
+	run  func() (warning string, err error)
+}
+
+func runPreflight(ctx context.Context, e *Env, s *State) error {
+	if err := defaultNodeName(e, s); err != nil {
+		return err
+	}
+	checks := []check{
+		{"IsPrivilegedUser", func() (string, error) {
+			if e.Geteuid() != 0 {
+				return "", fmt.Errorf("user is not running as root")
+			}
+			return "", nil
+		}},
+		{"Hostname", func() (string, error) {
+			if errs := validation.IsDNS1123Subdomain(s.Opts.NodeName); len(errs) > 0 {
+				return "", fmt.Errorf("node name %q is not a valid DNS-1123 subdomain: %s", s.Opts.NodeName, strings.Join(errs, "; "))
+			}
+			return "", nil
+		}},
+		{"Port-10250", func() (string, error) {
+			if e.PortInUse(10250) {
+				return "", fmt.Errorf("port 10250 is in use: a kubelet is probably running already (kjoin reset removes a previous join)")
+			}
+			return "", nil
+		}},
+		{"CRI", func() (string, error) { return "", checkCRI(e, s) }},
+		{"Swap", func() (string, error) {
+			b, err := e.ReadFile(ProcSwaps)
+			if err == nil && len(strings.Split(strings.TrimSpace(string(b)), "\n")) > 1 {
+				return "swap is on; the kubelet must then run with failSwapOn: false (set in the cluster's kubelet-config)", nil
+			}
+			return "", nil
+		}},
+		{"FileContent--proc-sys-net-ipv4-ip_forward", func() (string, error) {
+			b, err := e.ReadFile(ProcIPForward)
+			if err != nil {
+				return "", fmt.Errorf("%s: %w", ProcIPForward, err)
+			}
+			if strings.TrimSpace(string(b)) != "1" {
+				return "", fmt.Errorf("%s contents are not set to 1 (sysctl -w net.ipv4.ip_forward=1)", ProcIPForward)
+			}
+			return "", nil
+		}},
+	}
+	for _, f := range []string{KubeletKubeconfig, BootstrapKubeconfig, CACertPath} {
+		checks = append(checks, check{"FileAvailable-" + strings.ReplaceAll(f, "/", "-"), func() (string, error) {
+			if e.Exists(f) {
+				return "", fmt.Errorf("%s already exists (this host was joined before? kjoin reset cleans it up)", f)
+			}
+			return "", nil
+		}})
+	}
+
+	var failed []string
+	for _, c := range checks {
+		warning, err := c.run()
+		if warning != "" {
+			s.Warn(e, "preflight", "[%s]: %s", c.name, warning)
+		}
+		if err == nil {
+			continue
+		}
+		if s.Opts.IgnorePreflight["all"] || s.Opts.IgnorePreflight[strings.ToLower(c.name)] {
+			s.Warn(e, "preflight", "[%s]: %v (ignored)", c.name, err)
+			continue
+		}
+		failed = append(failed, fmt.Sprintf("[ERROR %s]: %v", c.name, err))
+	}
+	if len(failed) > 0 {
+		sort.Strings(failed)
+		return &operr.Error{
+			Code: operr.Preflight,
+			What: fmt.Sprintf("%d preflight check(s) failed:\n\t%s", len(failed), strings.Join(failed, "\n\t")),
+			Hint: "fix them, or make a check non-fatal with --ignore-preflight-errors=<name>,... ('all' ignores every check)",
+		}
+	}
+	e.Logf("preflight", "node %q, container runtime %s: checks passed", s.Opts.NodeName, s.Opts.CRISocket)
+	return nil
+}
+
+func defaultNodeName(e *Env, s *State) error {
+	if s.Opts.NodeName != "" {
+		return nil
+	}
+	h, err := e.Hostname()
+	if err != nil {
+		return operr.Wrap(operr.Preflight, err, "cannot read this host's name", "pass --node-name")
+	}
+	s.Opts.NodeName = strings.ToLower(strings.TrimSpace(h))
+	return nil
+}
+
+func checkCRI(e *Env, s *State) error {
+	if s.Opts.CRISocket == "" {
+		var found []string
+		for _, sock := range knownCRISockets {
+			if e.Exists(strings.TrimPrefix(sock, "unix://")) {
+				found = append(found, sock)
+			}
+		}
+		switch len(found) {
+		case 0:
+			return fmt.Errorf("no container runtime socket found (tried %s); start one or pass --cri-socket", strings.Join(knownCRISockets, ", "))
+		case 1:
+			s.Opts.CRISocket = found[0]
+		default:
+			return fmt.Errorf("found several container runtime sockets (%s); choose one with --cri-socket", strings.Join(found, ", "))
+		}
+	}
+	if !strings.Contains(s.Opts.CRISocket, "://") {
+		s.Opts.CRISocket = "unix://" + s.Opts.CRISocket
+	}
+	path := strings.TrimPrefix(s.Opts.CRISocket, "unix://")
+	if !e.SocketReachable(e.Paths.Of(path)) {
+		return fmt.Errorf("container runtime is not answering on %s", s.Opts.CRISocket)
+	}
+	return nil
+}

@@ -1,0 +1,108 @@
+// Package phases runs a join as an ordered list of small phases over a typed State, with
+// --skip-phases, single-phase runs, per-phase durations and "[phase] message" progress.
+// It knows nothing about the command line.
+package phases
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"kjoin.dev/kjoin/operr"
+)
+
+// Phase is one step of a workflow.
+type Phase struct {
+	Name  string
+	Short string
+	// Skip returns a reason to skip the phase for this state ("" runs it).
+	Skip func(*State) string
+	Run  func(ctx context.Context, e *Env, s *State) error
+}
+
+// Join is the join workflow, in order.
+var Join = []Phase{Preflight, Discovery, TLSBootstrap, KubeletConfig, KubeletStart, WaitReady}
+
+// Names returns the phase names of a workflow.
+func Names(workflow []Phase) []string {
+	var n []string
+	for _, p := range workflow {
+		n = append(n, p.Name)
+	}
+	return n
+}
+
+// RunOptions select phases.
+type RunOptions struct {
+	// Skip names phases not to run.
+	Skip []string
+	// Only, when set, runs just these phases (kjoin join phase <name>).
+	Only []string
+}
+
+// Run executes the workflow in order and returns the per-phase results. It stops at the
+// first error, wrapped with the phase name.
+func Run(ctx context.Context, e *Env, s *State, workflow []Phase, o RunOptions) ([]PhaseResult, error) {
+	known := map[string]bool{}
+	for _, p := range workflow {
+		known[p.Name] = true
+	}
+	for _, n := range append(append([]string{}, o.Skip...), o.Only...) {
+		if !known[n] {
+			return nil, operr.Newf(operr.Usage, "known phases: "+strings.Join(Names(workflow), ", "), "unknown phase %q", n)
+		}
+	}
+	skip := toSet(o.Skip)
+	only := toSet(o.Only)
+	if s.Started.IsZero() {
+		s.Started = e.Clock.Now()
+	}
+	var results []PhaseResult
+	for _, p := range workflow {
+		res := PhaseResult{Name: p.Name}
+		switch {
+		case len(only) > 0 && !only[p.Name]:
+			continue
+		case skip[p.Name]:
+			res.Status, res.Reason = "skipped", "--skip-phases"
+		case p.Skip != nil && p.Skip(s) != "":
+			res.Status, res.Reason = "skipped", p.Skip(s)
+		}
+		if res.Status == "skipped" {
+			e.Debugf(p.Name, "skipped: %s", res.Reason)
+			results = append(results, res)
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return results, operr.Wrap(operr.Other, err, "interrupted before phase "+p.Name, "run the same command again to finish the join")
+		}
+		start := e.Clock.Now()
+		s.unchanged = false
+		err := p.Run(ctx, e, s)
+		res.Duration = e.Clock.Since(start)
+		res.Millis = res.Duration.Milliseconds()
+		res.Status = "ran"
+		if s.unchanged {
+			res.Status = "unchanged"
+		}
+		if err != nil {
+			res.Status = "failed"
+			results = append(results, res)
+			return results, fmt.Errorf("phase %s: %w", p.Name, err)
+		}
+		e.Debugf(p.Name, "done in %s", res.Duration.Round(time.Millisecond))
+		results = append(results, res)
+	}
+	return results, nil
+}
+
+func toSet(l []string) map[string]bool {
+	m := map[string]bool{}
+	for _, x := range l {
+		m[x] = true
+	}
+	return m
+}
+
+func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }

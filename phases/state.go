@@ -1,0 +1,151 @@
+package phases
+
+import (
+	"crypto"
+	"os"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"kjoin.dev/kjoin/atomicfile"
+	"kjoin.dev/kjoin/discovery"
+	"kjoin.dev/kjoin/token"
+)
+
+// Timeouts are kubeadm's JoinConfiguration timeouts (same defaults).
+type Timeouts struct {
+	Discovery         time.Duration
+	KubernetesAPICall time.Duration
+	TLSBootstrap      time.Duration
+	KubeletHealth     time.Duration
+	EtcdAPICall       time.Duration
+	ControlPlane      time.Duration
+}
+
+// DefaultTimeouts returns kubeadm's defaults.
+func DefaultTimeouts() Timeouts {
+	return Timeouts{
+		Discovery:         5 * time.Minute,
+		KubernetesAPICall: time.Minute,
+		TLSBootstrap:      5 * time.Minute,
+		KubeletHealth:     4 * time.Minute,
+		EtcdAPICall:       2 * time.Minute,
+		ControlPlane:      4 * time.Minute,
+	}
+}
+
+// Taint is a node taint as in nodeRegistration.taints.
+type Taint struct {
+	Key    string `json:"key"`
+	Value  string `json:"value,omitempty"`
+	Effect string `json:"effect"`
+}
+
+// Arg is a name/value flag as in v1beta4 extraArgs.
+type Arg struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// Options are the resolved inputs of a join (flags and JoinConfiguration merged).
+type Options struct {
+	// Endpoint is the API server host:port for token discovery.
+	Endpoint string
+	// DiscoveryToken verifies cluster-info; TLSBootstrapToken authenticates the CSR.
+	DiscoveryToken    *token.Token
+	TLSBootstrapToken *token.Token
+	Pins              discovery.Pins
+	UnsafeSkipCAVerification bool
+	// DiscoveryFile is a kubeconfig path or https URL (file discovery).
+	DiscoveryFile string
+
+	NodeName          string
+	CRISocket         string
+	Taints            []Taint
+	TaintsSet         bool
+	KubeletExtraArgs  []Arg
+	IgnorePreflight   map[string]bool
+	PatchesDir        string
+	DryRun            bool
+	Timeouts          Timeouts
+
+	ControlPlane     bool
+	CertificateKey   string
+	AdvertiseAddress string
+	BindPort         int
+
+	// Wait for registration (and report Ready); WaitReady requires Ready=True.
+	Wait             bool
+	WaitReady        bool
+	WaitReadyTimeout time.Duration
+	// ReadyGrace is how long to wait for Ready before reporting the blocking condition.
+	ReadyGrace time.Duration
+}
+
+// PhaseResult is how one phase went.
+type PhaseResult struct {
+	Name     string        `json:"name"`
+	Status   string        `json:"status"` // ran | skipped | unchanged | failed
+	Reason   string        `json:"reason,omitempty"`
+	Duration time.Duration `json:"-"`
+	Millis   int64         `json:"durationMs"`
+}
+
+// PlannedWrite is a file a dry run would have written.
+type PlannedWrite struct {
+	Path string      `json:"path"`
+	Mode os.FileMode `json:"mode"`
+}
+
+// State is what the phases read and write. Each phase's doc comment names its fields.
+type State struct {
+	Opts Options
+
+	// Discovery.
+	Discovery       *discovery.Result
+	BootstrapClient kubernetes.Interface
+
+	// Cluster configuration fetched with the bootstrap identity.
+	KubeletConfigYAML []byte
+
+	// TLS bootstrap.
+	NodeKey        crypto.Signer
+	CSRName        string
+	ClientCertPath string
+
+	// Wait.
+	NodeClient      kubernetes.Interface
+	RegisteredAfter time.Duration
+	ReadyAfter      time.Duration
+	Ready           bool
+
+	// Dry run.
+	PlannedWrites []PlannedWrite
+	PlannedAPI    []string
+
+	Warnings []string
+	Started  time.Time
+	// Changed is set once anything on the host or in the cluster was changed.
+	Changed bool
+	// unchanged marks the running phase as having found its work already done.
+	unchanged bool
+}
+
+// Unchanged marks the running phase as having found its work already done.
+func (s *State) Unchanged() { s.unchanged = true }
+
+// Warn records a warning (printed and reported in JSON).
+func (s *State) Warn(e *Env, phase, format string, args ...any) {
+	e.Logf(phase, "WARNING: "+format, args...)
+	s.Warnings = append(s.Warnings, "["+phase+"] "+sprintf(format, args...))
+}
+
+// WriteFile writes a host file atomically, or records it in a dry run.
+func (s *State) WriteFile(e *Env, hostPath string, data []byte, mode os.FileMode) error {
+	if s.Opts.DryRun {
+		s.PlannedWrites = append(s.PlannedWrites, PlannedWrite{Path: hostPath, Mode: mode})
+		return nil
+	}
+	s.Changed = true
+	return atomicfile.Write(e.Paths.Of(hostPath), data, mode, 0o755)
+}
