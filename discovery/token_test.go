@@ -23,7 +23,6 @@ import (
 	"kjoin.dev/kjoin/token"
 )
 
-
 func newCA(t *testing.T) (*x509.Certificate, func(dns []string, ips []net.IP, notBefore time.Time) tls.Certificate) {
 	t.Helper()
 	key, err := pki.NewECKey()

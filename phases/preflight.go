@@ -14,7 +14,7 @@ import (
 // Preflight checks the host before anything is changed, and reports every failure at once.
 //
 //	Reads:  s.Opts (NodeName, CRISocket, IgnorePreflight); host files under env.Paths
-//	Writes: s.Opts.NodeName and s.Opts.CRISocket (defaults), s.Warnings
+//	Writes: s.Warnings
 var Preflight = Phase{Name: "preflight", Short: "Check that this host can join", Run: runPreflight}
 
 // knownCRISockets are tried, in order, when --cri-socket is not given (as kubeadm).
@@ -30,9 +30,6 @@ type check struct {
 }
 
 func runPreflight(ctx context.Context, e *Env, s *State) error {
-	if err := defaultNodeName(e, s); err != nil {
-		return err
-	}
 	checks := []check{
 		{"IsPrivilegedUser", func() (string, error) {
 			if e.Geteuid() != 0 {
@@ -107,20 +104,17 @@ func runPreflight(ctx context.Context, e *Env, s *State) error {
 	return nil
 }
 
-func defaultNodeName(e *Env, s *State) error {
-	if s.Opts.NodeName != "" {
-		return nil
+// Defaults fills the options a join derives from the host: the node name (hostname,
+// lower-cased) and the CRI socket (the one known socket present), as kubeadm does.
+func Defaults(e *Env, o *Options) error {
+	if o.NodeName == "" {
+		h, err := e.Hostname()
+		if err != nil {
+			return operr.Wrap(operr.Preflight, err, "cannot read this host's name", "pass --node-name")
+		}
+		o.NodeName = strings.ToLower(strings.TrimSpace(h))
 	}
-	h, err := e.Hostname()
-	if err != nil {
-		return operr.Wrap(operr.Preflight, err, "cannot read this host's name", "pass --node-name")
-	}
-	s.Opts.NodeName = strings.ToLower(strings.TrimSpace(h))
-	return nil
-}
-
-func checkCRI(e *Env, s *State) error {
-	if s.Opts.CRISocket == "" {
+	if o.CRISocket == "" {
 		var found []string
 		for _, sock := range knownCRISockets {
 			if e.Exists(strings.TrimPrefix(sock, "unix://")) {
@@ -129,16 +123,20 @@ func checkCRI(e *Env, s *State) error {
 		}
 		switch len(found) {
 		case 0:
-			return fmt.Errorf("no container runtime socket found (tried %s); start one or pass --cri-socket", strings.Join(knownCRISockets, ", "))
+			return operr.Newf(operr.Preflight, "start the container runtime, or pass --cri-socket", "no container runtime socket found (tried %s)", strings.Join(knownCRISockets, ", "))
 		case 1:
-			s.Opts.CRISocket = found[0]
+			o.CRISocket = found[0]
 		default:
-			return fmt.Errorf("found several container runtime sockets (%s); choose one with --cri-socket", strings.Join(found, ", "))
+			return operr.Newf(operr.Preflight, "choose one with --cri-socket", "found several container runtime sockets: %s", strings.Join(found, ", "))
 		}
 	}
-	if !strings.Contains(s.Opts.CRISocket, "://") {
-		s.Opts.CRISocket = "unix://" + s.Opts.CRISocket
+	if !strings.Contains(o.CRISocket, "://") {
+		o.CRISocket = "unix://" + o.CRISocket
 	}
+	return nil
+}
+
+func checkCRI(e *Env, s *State) error {
 	path := strings.TrimPrefix(s.Opts.CRISocket, "unix://")
 	if !e.SocketReachable(e.Paths.Of(path)) {
 		return fmt.Errorf("container runtime is not answering on %s", s.Opts.CRISocket)

@@ -16,6 +16,8 @@ import (
 type Phase struct {
 	Name  string
 	Short string
+	// Needs names read-only phases that must run first when this phase runs alone.
+	Needs []string
 	// Skip returns a reason to skip the phase for this state ("" runs it).
 	Skip func(*State) string
 	Run  func(ctx context.Context, e *Env, s *State) error
@@ -55,6 +57,13 @@ func Run(ctx context.Context, e *Env, s *State, workflow []Phase, o RunOptions) 
 	}
 	skip := toSet(o.Skip)
 	only := toSet(o.Only)
+	for _, p := range workflow {
+		if only[p.Name] {
+			for _, n := range p.Needs {
+				only[n] = true
+			}
+		}
+	}
 	if s.Started.IsZero() {
 		s.Started = e.Clock.Now()
 	}

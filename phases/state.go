@@ -52,22 +52,22 @@ type Options struct {
 	// Endpoint is the API server host:port for token discovery.
 	Endpoint string
 	// DiscoveryToken verifies cluster-info; TLSBootstrapToken authenticates the CSR.
-	DiscoveryToken    *token.Token
-	TLSBootstrapToken *token.Token
-	Pins              discovery.Pins
+	DiscoveryToken           *token.Token
+	TLSBootstrapToken        *token.Token
+	Pins                     discovery.Pins
 	UnsafeSkipCAVerification bool
 	// DiscoveryFile is a kubeconfig path or https URL (file discovery).
 	DiscoveryFile string
 
-	NodeName          string
-	CRISocket         string
-	Taints            []Taint
-	TaintsSet         bool
-	KubeletExtraArgs  []Arg
-	IgnorePreflight   map[string]bool
-	PatchesDir        string
-	DryRun            bool
-	Timeouts          Timeouts
+	NodeName         string
+	CRISocket        string
+	Taints           []Taint
+	TaintsSet        bool
+	KubeletExtraArgs []Arg
+	IgnorePreflight  map[string]bool
+	PatchesDir       string
+	DryRun           bool
+	Timeouts         Timeouts
 
 	ControlPlane     bool
 	CertificateKey   string

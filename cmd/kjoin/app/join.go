@@ -1,0 +1,415 @@
+package app
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"kjoin.dev/kjoin/discovery"
+	"kjoin.dev/kjoin/operr"
+	"kjoin.dev/kjoin/phases"
+	"kjoin.dev/kjoin/token"
+)
+
+const joinLong = `Join this machine to a cluster made by kubeadm init, as a worker or (with --control-plane)
+as a control-plane node. Flags and JoinConfiguration are kubeadm's.
+
+Trust works in two steps. Discovery reads the cluster's public cluster-info anonymously,
+checks its signature with the bootstrap token and checks the CA inside it against
+--discovery-token-ca-cert-hash (the CA's SPKI sha256 pin), then reads it again over TLS
+verified by that CA. Only then is the token used as a credential: kjoin generates the
+node's key here, sends a CertificateSigningRequest and installs the signed certificate for
+the kubelet. --discovery-token-unsafe-skip-ca-verification drops the pin check, so anyone who
+knows the token could impersonate the control plane: avoid it.
+
+Keep tokens off the command line: --token-file PATH, --token-file - (stdin) or KJOIN_TOKEN.`
+
+// JoinOptions are the flag values of kjoin join.
+type JoinOptions struct {
+	Endpoint                 string
+	Token                    string
+	TokenFile                string
+	DiscoveryToken           string
+	CACertHashes             []string
+	UnsafeSkipCAVerification bool
+	DiscoveryFile            string
+	TLSBootstrapToken        string
+	NodeName                 string
+	CRISocket                string
+	ConfigPath               string
+	IgnorePreflightErrors    []string
+	SkipPhases               []string
+	DryRun                   bool
+	ControlPlane             bool
+	CertificateKey           string
+	AdvertiseAddress         string
+	BindPort                 int
+	Patches                  string
+	Verbosity                int
+	Output                   string
+	Wait                     bool
+	WaitReady                bool
+	WaitReadyTimeout         time.Duration
+	Root                     string
+
+	// OnlyPhase runs a single phase (kjoin join phase NAME).
+	OnlyPhase string
+	changed   func(string) bool
+}
+
+// configMixAllowed are the flags that may accompany --config (kubeadm's allow-list plus
+// kjoin's output, wait and secret-source flags).
+var configMixAllowed = map[string]bool{
+	"config": true, "ignore-preflight-errors": true, "dry-run": true, "node-name": true, "skip-phases": true,
+	"v": true, "output": true, "wait": true, "wait-ready": true, "wait-ready-timeout": true, "token-file": true, "root": true,
+}
+
+// NewCmdJoin builds kjoin join (and kjoin join phase NAME). runF replaces the run function in tests.
+func NewCmdJoin(deps *Deps, runF func(*JoinOptions) error) *cobra.Command {
+	o := &JoinOptions{}
+	cmd := &cobra.Command{
+		Use:   "join [api-server-endpoint]",
+		Short: "Join this machine to a cluster as a worker or control-plane node",
+		Long:  joinLong,
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				o.Endpoint = args[0]
+			}
+			o.changed = func(n string) bool { return cmd.Flags().Changed(n) }
+			if runF != nil {
+				return runF(o)
+			}
+			return runJoin(cmd, deps, o)
+		},
+	}
+	bindJoinFlags(cmd.Flags(), o)
+	phaseCmd := &cobra.Command{Use: "phase", Short: "Run one phase of the join (with the read-only phases it needs)"}
+	for _, p := range phases.Join {
+		p := p
+		sub := &cobra.Command{
+			Use:   p.Name + " [api-server-endpoint]",
+			Short: p.Short,
+			Args:  cobra.MaximumNArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				o.OnlyPhase = p.Name
+				return cmd.Parent().Parent().RunE(cmd, args)
+			},
+		}
+		sub.Flags().AddFlagSet(cmd.Flags())
+		phaseCmd.AddCommand(sub)
+	}
+	cmd.AddCommand(phaseCmd)
+	return cmd
+}
+
+func bindJoinFlags(f *pflag.FlagSet, o *JoinOptions) {
+	f.StringVar(&o.Token, "token", "", "token for both discovery and TLS bootstrap (prefer --token-file or KJOIN_TOKEN)")
+	f.StringVar(&o.TokenFile, "token-file", "", "read the token from this file ('-' for stdin)")
+	f.StringVar(&o.DiscoveryToken, "discovery-token", "", "token to verify cluster-info")
+	f.StringSliceVar(&o.CACertHashes, "discovery-token-ca-cert-hash", nil, "pin of the cluster CA (sha256:<hex>); repeatable, any match passes")
+	f.BoolVar(&o.UnsafeSkipCAVerification, "discovery-token-unsafe-skip-ca-verification", false, "do not pin the CA (unsafe)")
+	f.StringVar(&o.DiscoveryFile, "discovery-file", "", "kubeconfig path or https URL to discover the cluster from")
+	f.StringVar(&o.TLSBootstrapToken, "tls-bootstrap-token", "", "token for the TLS bootstrap (CSR)")
+	f.StringVar(&o.NodeName, "node-name", "", "node name (default: hostname)")
+	f.StringVar(&o.CRISocket, "cri-socket", "", "container runtime socket (default: detected)")
+	f.StringVar(&o.ConfigPath, "config", "", "kubeadm config file with a JoinConfiguration (v1beta4)")
+	f.StringSliceVar(&o.IgnorePreflightErrors, "ignore-preflight-errors", nil, "preflight checks to report as warnings ('all' for every check)")
+	f.StringSliceVar(&o.SkipPhases, "skip-phases", nil, "phases to skip")
+	f.BoolVar(&o.DryRun, "dry-run", false, "discover (read-only) and print what would be written; change nothing")
+	f.BoolVar(&o.ControlPlane, "control-plane", false, "join as a control-plane node")
+	f.StringVar(&o.CertificateKey, "certificate-key", "", "key to decrypt the control-plane certificates uploaded with upload-certs")
+	f.StringVar(&o.AdvertiseAddress, "apiserver-advertise-address", "", "address this control-plane node's API server advertises")
+	f.IntVar(&o.BindPort, "apiserver-bind-port", 6443, "port this control-plane node's API server binds")
+	f.StringVar(&o.Patches, "patches", "", "directory of kubeadm-style patches (kubeletconfiguration, etcd, kube-apiserver, ...)")
+	f.IntVarP(&o.Verbosity, "v", "v", 0, "log verbosity (1: debug)")
+	f.StringVarP(&o.Output, "output", "o", "text", "output format: text or json")
+	f.BoolVar(&o.Wait, "wait", true, "wait for the Node to register (and report Ready)")
+	f.BoolVar(&o.WaitReady, "wait-ready", false, "require the Node to become Ready")
+	f.DurationVar(&o.WaitReadyTimeout, "wait-ready-timeout", 4*time.Minute, "how long --wait-ready waits")
+	f.StringVar(&o.Root, "root", "/", "host root directory (for tests)")
+	_ = f.MarkHidden("root")
+}
+
+// resolve turns flags (and --config) into phase options, following kubeadm's mixing rules.
+func (o *JoinOptions) resolve(deps *Deps, warn func(string)) (phases.Options, error) {
+	po := phases.Options{
+		Timeouts: phases.DefaultTimeouts(), Wait: o.Wait, WaitReady: o.WaitReady, WaitReadyTimeout: o.WaitReadyTimeout,
+		ReadyGrace: 15 * time.Second, BindPort: o.BindPort, IgnorePreflight: map[string]bool{},
+	}
+	if o.Output != "text" && o.Output != "json" {
+		return po, usage("--output must be text or json, not %q", o.Output)
+	}
+	secret, err := o.tokenFromSources(deps)
+	if err != nil {
+		return po, err
+	}
+	endpoint, discoveryToken, tlsToken, pins := o.Endpoint, o.DiscoveryToken, o.TLSBootstrapToken, o.CACertHashes
+	nodeName, criSocket, unsafe, discoveryFile := o.NodeName, o.CRISocket, o.UnsafeSkipCAVerification, o.DiscoveryFile
+	controlPlane, certKey, advertise, patches := o.ControlPlane, o.CertificateKey, o.AdvertiseAddress, o.Patches
+	dryRun, skip, ignore := o.DryRun, o.SkipPhases, o.IgnorePreflightErrors
+	if o.ConfigPath != "" {
+		var mixed []string
+		for _, n := range []string{"token", "discovery-token", "discovery-token-ca-cert-hash", "discovery-token-unsafe-skip-ca-verification",
+			"discovery-file", "tls-bootstrap-token", "cri-socket", "control-plane", "certificate-key", "apiserver-advertise-address",
+			"apiserver-bind-port", "patches"} {
+			if o.changed != nil && o.changed(n) && !configMixAllowed[n] {
+				mixed = append(mixed, n)
+			}
+		}
+		if len(mixed) > 0 {
+			return po, usage("can not mix '--config' with arguments %v", mixed)
+		}
+		jc, err := loadJoinConfiguration(o.ConfigPath, warn)
+		if err != nil {
+			return po, operr.Wrap(operr.Usage, err, "cannot use --config", "")
+		}
+		endpoint, discoveryToken, pins, unsafe, discoveryFile = "", "", nil, false, ""
+		if bt := jc.Discovery.BootstrapToken; bt != nil {
+			endpoint, discoveryToken, pins, unsafe = bt.APIServerEndpoint, bt.Token, bt.CACertHashes, bt.UnsafeSkipCAVerification
+		}
+		if jc.Discovery.File != nil {
+			discoveryFile = jc.Discovery.File.KubeConfigPath
+		}
+		tlsToken = jc.Discovery.TLSBootstrapToken
+		if nodeName == "" {
+			nodeName = jc.NodeRegistration.Name
+		}
+		criSocket = jc.NodeRegistration.CRISocket
+		ignore = append(ignore, jc.NodeRegistration.IgnorePreflightErrors...)
+		po.KubeletExtraArgs = jc.NodeRegistration.KubeletExtraArgs
+		if jc.NodeRegistration.Taints != nil {
+			po.Taints, po.TaintsSet = *jc.NodeRegistration.Taints, true
+		}
+		controlPlane = jc.ControlPlane != nil
+		if cp := jc.ControlPlane; cp != nil {
+			certKey, advertise = cp.CertificateKey, cp.LocalAPIEndpoint.AdvertiseAddress
+			if cp.LocalAPIEndpoint.BindPort != 0 {
+				po.BindPort = cp.LocalAPIEndpoint.BindPort
+			}
+		}
+		if jc.Patches != nil {
+			patches = jc.Patches.Directory
+		}
+		if !o.changed("dry-run") {
+			dryRun = jc.DryRun
+		}
+		if len(skip) == 0 {
+			skip = jc.SkipPhases
+		}
+		if t := jc.Timeouts; t != nil {
+			set := func(dst *time.Duration, d *duration) {
+				if d != nil {
+					*dst = d.Duration
+				}
+			}
+			set(&po.Timeouts.Discovery, t.Discovery)
+			set(&po.Timeouts.KubernetesAPICall, t.KubernetesAPICall)
+			set(&po.Timeouts.TLSBootstrap, t.TLSBootstrap)
+			set(&po.Timeouts.KubeletHealth, t.KubeletHealthCheck)
+			set(&po.Timeouts.EtcdAPICall, t.EtcdAPICall)
+			set(&po.Timeouts.ControlPlane, t.ControlPlaneComponentHealthCheck)
+		}
+	} else if !controlPlane && (certKey != "" || advertise != "" || o.changed("apiserver-bind-port")) {
+		warn("--control-plane is also required when passing control-plane flags such as --certificate-key, --apiserver-advertise-address, --apiserver-bind-port; they are ignored")
+	}
+	// A token from --token, --token-file or KJOIN_TOKEN fills the tokens not given otherwise.
+	if secret != "" {
+		if discoveryToken == "" {
+			discoveryToken = secret
+		}
+		if tlsToken == "" {
+			tlsToken = secret
+		}
+	}
+	if discoveryFile == "" {
+		if endpoint == "" {
+			return po, usage("no API server endpoint: give it as the argument (host:port), or use --discovery-file")
+		}
+		if discoveryToken == "" {
+			return po, usage("no token: pass --token-file, KJOIN_TOKEN, --token or --discovery-token")
+		}
+		t, err := token.Parse(discoveryToken)
+		if err != nil {
+			return po, operr.Wrap(operr.Usage, err, "invalid discovery token", "tokens look like abcdef.0123456789abcdef; create one with kjoin token create")
+		}
+		po.DiscoveryToken = &t
+		if len(pins) == 0 && !unsafe {
+			return po, usage("token discovery without --discovery-token-ca-cert-hash would trust any server; pass the CA pin (or --discovery-token-unsafe-skip-ca-verification)")
+		}
+	}
+	if tlsToken != "" {
+		t, err := token.Parse(tlsToken)
+		if err != nil {
+			return po, operr.Wrap(operr.Usage, err, "invalid TLS bootstrap token", "tokens look like abcdef.0123456789abcdef")
+		}
+		po.TLSBootstrapToken = &t
+	}
+	if po.Pins, err = discovery.ParsePins(pins); err != nil {
+		return po, operr.Wrap(operr.Usage, err, "", "pins look like sha256:<64 hex characters>")
+	}
+	po.Endpoint, po.UnsafeSkipCAVerification, po.DiscoveryFile = endpoint, unsafe, discoveryFile
+	po.NodeName, po.CRISocket, po.PatchesDir, po.DryRun = nodeName, criSocket, patches, dryRun
+	if controlPlane {
+		po.ControlPlane, po.CertificateKey, po.AdvertiseAddress = true, certKey, advertise
+	}
+	for _, n := range ignore {
+		po.IgnorePreflight[strings.ToLower(n)] = true
+	}
+	if po.IgnorePreflight["all"] && len(po.IgnorePreflight) > 1 {
+		return po, usage("--ignore-preflight-errors: 'all' cannot be combined with other check names")
+	}
+	o.SkipPhases = skip
+	return po, nil
+}
+
+// tokenFromSources reads the token from --token, --token-file (or stdin) or KJOIN_TOKEN.
+func (o *JoinOptions) tokenFromSources(deps *Deps) (string, error) {
+	if o.Token != "" && o.TokenFile != "" {
+		return "", usage("--token and --token-file are mutually exclusive")
+	}
+	switch {
+	case o.Token != "":
+		return o.Token, nil
+	case o.TokenFile == "-":
+		b, err := io.ReadAll(io.LimitReader(deps.In, 4096))
+		if err != nil {
+			return "", operr.Wrap(operr.Usage, err, "read the token from stdin", "")
+		}
+		return strings.TrimSpace(string(b)), nil
+	case o.TokenFile != "":
+		b, err := os.ReadFile(o.TokenFile)
+		if err != nil {
+			return "", operr.Wrap(operr.Usage, err, "read --token-file", "")
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	return strings.TrimSpace(deps.Getenv("KJOIN_TOKEN")), nil
+}
+
+func usage(format string, args ...any) error {
+	return operr.Newf(operr.Usage, "see kjoin join --help", format, args...)
+}
+
+// JoinReport is the JSON result of kjoin join.
+type JoinReport struct {
+	Changed           bool                  `json:"changed"`
+	Node              string                `json:"node,omitempty"`
+	Role              string                `json:"role"`
+	Endpoint          string                `json:"endpoint,omitempty"`
+	CAPin             string                `json:"caCertHash,omitempty"`
+	ClientCertificate string                `json:"clientCertificate,omitempty"`
+	CSR               string                `json:"csr,omitempty"`
+	RegisteredAfterMs int64                 `json:"registeredAfterMs,omitempty"`
+	ReadyAfterMs      int64                 `json:"readyAfterMs,omitempty"`
+	Ready             bool                  `json:"ready"`
+	DryRun            bool                  `json:"dryRun,omitempty"`
+	PlannedWrites     []phases.PlannedWrite `json:"plannedWrites,omitempty"`
+	PlannedActions    []string              `json:"plannedActions,omitempty"`
+	Phases            []phases.PhaseResult  `json:"phases"`
+	Warnings          []string              `json:"warnings"`
+	Error             *ErrorJSON            `json:"error,omitempty"`
+}
+
+func runJoin(cmd *cobra.Command, deps *Deps, o *JoinOptions) error {
+	var progress bytes.Buffer
+	progressOut := deps.Err
+	if o.Output == "json" {
+		progressOut = &progress // JSON mode: progress only at -v, still on stderr
+		if o.Verbosity > 0 {
+			progressOut = deps.Err
+		}
+	}
+	env := deps.NewEnv(o.Root, o.Verbosity)
+	env.Out = progressOut
+	var warnings []string
+	warn := func(s string) {
+		warnings = append(warnings, s)
+		fmt.Fprintf(progressOut, "[join] WARNING: %s\n", s)
+	}
+	po, err := o.resolve(deps, warn)
+	if err == nil {
+		err = phases.Defaults(env, &po)
+	}
+	s := &phases.State{Opts: po, Warnings: warnings}
+	var results []phases.PhaseResult
+	if err == nil {
+		ro := phases.RunOptions{Skip: o.SkipPhases}
+		if o.OnlyPhase != "" {
+			ro.Only = []string{o.OnlyPhase}
+		}
+		results, err = phases.Run(cmd.Context(), env, s, phases.Join, ro)
+	}
+	report := JoinReport{
+		Changed: s.Changed, Node: s.Opts.NodeName, Role: "worker", Endpoint: s.Opts.Endpoint,
+		ClientCertificate: s.ClientCertPath, CSR: s.CSRName, Ready: s.Ready, DryRun: s.Opts.DryRun,
+		RegisteredAfterMs: s.RegisteredAfter.Milliseconds(), ReadyAfterMs: s.ReadyAfter.Milliseconds(),
+		PlannedWrites: s.PlannedWrites, PlannedActions: s.PlannedAPI, Phases: results, Warnings: s.Warnings,
+		Error: NewErrorJSON(err),
+	}
+	if report.Warnings == nil {
+		report.Warnings = []string{}
+	}
+	if s.Opts.ControlPlane {
+		report.Role = "control-plane"
+	}
+	if s.Discovery != nil {
+		report.CAPin = s.Discovery.CAPin
+		if report.Endpoint == "" {
+			report.Endpoint = s.Discovery.Server
+		}
+	}
+	if o.Output == "json" {
+		enc := json.NewEncoder(deps.Out)
+		enc.SetIndent("", "  ")
+		if encErr := enc.Encode(report); encErr != nil {
+			return encErr
+		}
+		if err != nil {
+			return &reportedError{code: operr.CodeOf(err), err: err}
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	printJoinSummary(deps.Out, s, report)
+	return nil
+}
+
+func printJoinSummary(w io.Writer, s *phases.State, r JoinReport) {
+	if s.Opts.DryRun {
+		fmt.Fprintln(w, "Dry run: nothing was changed. This join would:")
+		for _, a := range s.PlannedAPI {
+			fmt.Fprintf(w, "  - %s\n", a)
+		}
+		for _, f := range s.PlannedWrites {
+			fmt.Fprintf(w, "  - write %s (mode %04o)\n", f.Path, f.Mode.Perm())
+		}
+		return
+	}
+	if s.CSRName == "" {
+		fmt.Fprintf(w, "Phases run: %d.\n", len(r.Phases))
+		return
+	}
+	fmt.Fprintf(w, "This node has joined the cluster as %q (%s).\n", r.Node, r.Role)
+	fmt.Fprintf(w, "  CA:                 %s\n", r.CAPin)
+	fmt.Fprintf(w, "  client certificate: %s (CSR %s)\n", r.ClientCertificate, r.CSR)
+	if s.RegisteredAfter > 0 {
+		fmt.Fprintf(w, "  registered after:   %s\n", s.RegisteredAfter.Round(time.Millisecond))
+	}
+	if s.Ready {
+		fmt.Fprintf(w, "  Ready after:        %s\n", s.ReadyAfter.Round(time.Millisecond))
+	}
+	fmt.Fprintln(w, "Run 'kubectl get nodes' on a control plane to see it.")
+}
+
+func bufioReader(b []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(b)) }

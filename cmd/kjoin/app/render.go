@@ -1,0 +1,51 @@
+package app
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"kjoin.dev/kjoin/operr"
+)
+
+// reportedError is an error already reported (in JSON); only its exit code remains to apply.
+type reportedError struct {
+	code operr.Code
+	err  error
+}
+
+func (r *reportedError) Error() string { return r.err.Error() }
+func (r *reportedError) Unwrap() error { return r.err }
+
+// Render prints err for an operator ("error: ..." then "hint: ...") and returns its exit code.
+func Render(w io.Writer, err error) operr.Code {
+	code := operr.CodeOf(err)
+	msg := err.Error()
+	fmt.Fprintf(w, "error: %s\n", strings.TrimSpace(msg))
+	if hint := operr.HintOf(err); hint != "" {
+		fmt.Fprintf(w, "hint: %s\n", hint)
+	}
+	return code
+}
+
+// ErrorJSON is the error object of JSON output.
+type ErrorJSON struct {
+	Code      int    `json:"code"`
+	Reason    string `json:"reason"`
+	Message   string `json:"message"`
+	Retryable bool   `json:"retryable"`
+	Hint      string `json:"hint,omitempty"`
+}
+
+// NewErrorJSON describes err for machines.
+func NewErrorJSON(err error) *ErrorJSON {
+	if err == nil {
+		return nil
+	}
+	code := operr.CodeOf(err)
+	out := &ErrorJSON{Code: int(code), Reason: code.Reason(), Message: err.Error(), Hint: operr.HintOf(err)}
+	if e, ok := operr.As(err); ok {
+		out.Retryable = e.Retryable || code == operr.Busy || code == operr.Timeout
+	}
+	return out
+}

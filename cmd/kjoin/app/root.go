@@ -1,0 +1,129 @@
+// Package app is kjoin's command line: thin cobra commands that turn flags into options and
+// call the phase runner, plus the one renderer that prints errors and maps them to exit codes.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+
+	"kjoin.dev/kjoin/operr"
+	"kjoin.dev/kjoin/phases"
+)
+
+// Streams are the process's standard streams.
+type Streams struct {
+	In       io.Reader
+	Out, Err io.Writer
+}
+
+// Deps are the command line's dependencies, injected so tests can run commands in-process.
+type Deps struct {
+	Streams
+	// Getenv reads environment variables (KJOIN_TOKEN).
+	Getenv func(string) string
+	// NewEnv builds the phases' environment for a host root.
+	NewEnv func(root string, verbosity int) *phases.Env
+}
+
+// Main runs kjoin with the process's arguments and returns the exit code.
+func Main() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	deps := &Deps{
+		Streams: Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr},
+		Getenv:  os.Getenv,
+		NewEnv:  func(root string, v int) *phases.Env { return HostEnv(root, v, os.Stderr) },
+	}
+	return Run(ctx, deps, os.Args[1:])
+}
+
+// Run runs kjoin with args and returns the exit code. Errors are rendered once, here.
+func Run(ctx context.Context, deps *Deps, args []string) int {
+	root := NewRootCmd(deps)
+	root.SetArgs(args)
+	root.SetIn(deps.In)
+	root.SetOut(deps.Out)
+	root.SetErr(deps.Err)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	var reported *reportedError
+	if errors.As(err, &reported) {
+		return int(reported.code)
+	}
+	return int(Render(deps.Err, err))
+}
+
+// NewRootCmd builds the command tree.
+func NewRootCmd(deps *Deps) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "kjoin",
+		Short:         "Join nodes to a kubeadm cluster: fast, re-runnable, machine-readable",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return operr.Wrap(operr.Usage, err, "", "see kjoin --help")
+	})
+	root.AddCommand(NewCmdJoin(deps, nil), NewCmdVersion(deps))
+	return root
+}
+
+// Version is set at build time.
+var Version = "dev"
+
+// NewCmdVersion prints the version.
+func NewCmdVersion(deps *Deps) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the kjoin version",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			_, err := fmt.Fprintln(deps.Out, "kjoin", Version)
+			return err
+		},
+	}
+}
+
+// HostEnv is the real environment: the host's files under root, systemctl, real clients.
+func HostEnv(root string, verbosity int, progress io.Writer) *phases.Env {
+	return &phases.Env{
+		Paths:     phases.Paths{Root: root},
+		Out:       progress,
+		Verbosity: verbosity,
+		Clock:     clock.RealClock{},
+		Exec:      phases.ExecRunner{},
+		NewClient: func(c *rest.Config) (kubernetes.Interface, error) { return kubernetes.NewForConfig(c) },
+		Hostname:  os.Hostname,
+		Geteuid:   os.Geteuid,
+		PortInUse: func(port int) bool {
+			l, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
+			if err != nil {
+				return errors.Is(err, syscall.EADDRINUSE)
+			}
+			l.Close()
+			return false
+		},
+		SocketReachable: func(path string) bool {
+			c, err := net.DialTimeout("unix", path, 2*time.Second)
+			if err != nil {
+				return false
+			}
+			c.Close()
+			return true
+		},
+	}
+}

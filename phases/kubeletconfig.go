@@ -1,0 +1,97 @@
+package phases
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"kjoin.dev/kjoin/kubelet"
+	"kjoin.dev/kjoin/operr"
+)
+
+// KubeletConfig writes the kubelet's configuration in kubeadm's layout: config.yaml from the
+// cluster's kube-system/kubelet-config ConfigMap (read with the bootstrap identity),
+// instance-config.yaml and kubeadm-flags.env.
+//
+//	Reads:  s.BootstrapClient, s.Opts (CRISocket, NodeName, Taints, KubeletExtraArgs, PatchesDir)
+//	Writes: s.KubeletConfigYAML; /var/lib/kubelet/{config.yaml,instance-config.yaml,kubeadm-flags.env}
+var KubeletConfig = Phase{Name: "kubelet-config", Short: "Write the kubelet configuration from the cluster's kubelet-config", Needs: []string{"discovery"}, Run: runKubeletConfig}
+
+func runKubeletConfig(ctx context.Context, e *Env, s *State) error {
+	var raw string
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, s.Opts.Timeouts.KubernetesAPICall, true, func(ctx context.Context) (bool, error) {
+		cm, err := s.BootstrapClient.CoreV1().ConfigMaps("kube-system").Get(ctx, "kubelet-config", metav1.GetOptions{})
+		switch {
+		case err == nil:
+			raw = cm.Data["kubelet"]
+			return true, nil
+		case apierrors.IsNotFound(err):
+			return false, operr.New(operr.Other, "the cluster has no kube-system/kubelet-config ConfigMap", "kubeadm init creates it (phase upload-config kubelet); re-run that phase on a control plane")
+		case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
+			return false, operr.Wrap(operr.Auth, err, "the bootstrap token may not read kube-system/kubelet-config", "kubeadm grants it with Role/RoleBinding kubeadm:kubelet-config; re-run kubeadm init phase upload-config kubelet")
+		}
+		e.Debugf("kubelet-config", "reading kubelet-config: %v (retrying)", err)
+		return false, nil
+	})
+	if err != nil {
+		if _, ok := operr.As(err); ok {
+			return err
+		}
+		return operr.Wrap(operr.Timeout, err, "could not read kube-system/kubelet-config", "check that the API server is reachable")
+	}
+	if raw == "" {
+		return operr.New(operr.Other, "kube-system/kubelet-config has no \"kubelet\" key", "re-run kubeadm init phase upload-config kubelet on a control plane")
+	}
+	patches, err := kubelet.Patches(s.Opts.PatchesDir, "kubeletconfiguration")
+	if err != nil {
+		return operr.Wrap(operr.Usage, err, "cannot read --patches", "")
+	}
+	_, resolvedErr := e.Exec.Run(ctx, "systemctl", "is-active", "--quiet", "systemd-resolved")
+	cfg, err := kubelet.Config([]byte(raw), s.Opts.CRISocket, resolvedErr == nil, patches)
+	if err != nil {
+		return operr.Wrap(operr.Other, err, "cannot render the kubelet configuration", "")
+	}
+	s.KubeletConfigYAML = cfg
+
+	var defaults []kubelet.Flag
+	if !s.Opts.ControlPlane && len(s.Opts.Taints) > 0 {
+		var ts string
+		for i, t := range s.Opts.Taints {
+			if i > 0 {
+				ts += ","
+			}
+			ts += t.Key
+			if t.Value != "" {
+				ts += "=" + t.Value
+			}
+			ts += ":" + t.Effect
+		}
+		defaults = append(defaults, kubelet.Flag{Name: "register-with-taints", Value: ts})
+	}
+	if h, err := e.Hostname(); err == nil && h != s.Opts.NodeName {
+		defaults = append(defaults, kubelet.Flag{Name: "hostname-override", Value: s.Opts.NodeName})
+	}
+	var extra []kubelet.Flag
+	for _, a := range s.Opts.KubeletExtraArgs {
+		extra = append(extra, kubelet.Flag{Name: a.Name, Value: a.Value})
+	}
+	files := []struct {
+		path string
+		data []byte
+	}{
+		{KubeletConfigPath, cfg},
+		{KubeletInstancePath, kubelet.InstanceConfig(s.Opts.CRISocket)},
+		{KubeletFlagsPath, kubelet.FlagsEnv(defaults, extra)},
+	}
+	for _, f := range files {
+		if err := s.WriteFile(e, f.path, f.data, 0o644); err != nil {
+			return fmt.Errorf("write kubelet configuration: %w", err)
+		}
+	}
+	e.Logf("kubelet-config", "wrote %s from the cluster's kubelet-config, %s and %s", KubeletConfigPath, KubeletInstancePath, KubeletFlagsPath)
+	return nil
+}

@@ -1,0 +1,32 @@
+package phases
+
+import (
+	"context"
+	"strings"
+
+	"kjoin.dev/kjoin/operr"
+)
+
+// KubeletStart (re)starts the kubelet through the init system, as kubeadm does.
+//
+//	Reads:  s.Opts.DryRun
+//	Writes: nothing in State; runs systemctl daemon-reload, enable, restart kubelet
+var KubeletStart = Phase{Name: "kubelet-start", Short: "Enable and (re)start the kubelet", Run: runKubeletStart}
+
+func runKubeletStart(ctx context.Context, e *Env, s *State) error {
+	steps := [][]string{{"daemon-reload"}, {"enable", "kubelet"}, {"restart", "kubelet"}}
+	if s.Opts.DryRun {
+		for _, st := range steps {
+			s.PlannedAPI = append(s.PlannedAPI, "run: systemctl "+strings.Join(st, " "))
+		}
+		return nil
+	}
+	for _, st := range steps {
+		if _, err := e.Exec.Run(ctx, "systemctl", st...); err != nil {
+			return operr.Wrap(operr.Other, err, "could not (re)start the kubelet", "check systemctl status kubelet and journalctl -xeu kubelet")
+		}
+	}
+	s.Changed = true
+	e.Logf("kubelet-start", "kubelet restarted with the new identity and configuration")
+	return nil
+}

@@ -1,0 +1,119 @@
+package phases
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"kjoin.dev/kjoin/atomicfile"
+	"kjoin.dev/kjoin/operr"
+	"kjoin.dev/kjoin/pki"
+	"kjoin.dev/kjoin/tlsbootstrap"
+)
+
+// TLSBootstrap obtains the kubelet's client certificate with the node's own CSR (the key never
+// leaves the node) and writes the kubelet's layout: pki/kubelet-client-<ts>.pem, the
+// -current.pem symlink, kubelet.conf pointing at it, and the cluster CA.
+//
+//	Reads:  s.BootstrapClient, s.Discovery (Server, CAData), s.Opts (NodeName, Timeouts, DryRun)
+//	Writes: s.NodeKey, s.CSRName, s.ClientCertPath; host files listed above
+var TLSBootstrap = Phase{Name: "tls-bootstrap", Short: "Request and install the kubelet client certificate", Needs: []string{"discovery"}, Run: runTLSBootstrap}
+
+func runTLSBootstrap(ctx context.Context, e *Env, s *State) error {
+	name := s.Opts.NodeName
+	if err := refuseReadyNode(ctx, s, name); err != nil {
+		return err
+	}
+	if s.Opts.DryRun {
+		s.PlannedAPI = append(s.PlannedAPI, fmt.Sprintf("create CertificateSigningRequest (signer %s, CN system:node:%s) and wait for it to be issued", "kubernetes.io/kube-apiserver-client-kubelet", name))
+		ts := e.Clock.Now().Format("2006-01-02-15-04-05")
+		for _, w := range []PlannedWrite{{CACertPath, 0o644}, {path.Join(KubeletPKIDir, "kubelet-client-"+ts+".pem"), 0o600}, {KubeletClientCurrent, 0o777}, {KubeletKubeconfig, 0o600}} {
+			s.PlannedWrites = append(s.PlannedWrites, w)
+		}
+		return nil
+	}
+	key, err := pki.NewECKey()
+	if err != nil {
+		return fmt.Errorf("generate node key: %w", err)
+	}
+	s.NodeKey = key
+	req := tlsbootstrap.Request{
+		Client: s.BootstrapClient, NodeName: name, Key: key, Timeout: s.Opts.Timeouts.TLSBootstrap, Clock: e.Clock,
+		Logf: func(f string, a ...any) { e.Debugf("tls-bootstrap", f, a...) },
+	}
+	csrName, err := tlsbootstrap.Create(ctx, req)
+	if err != nil {
+		return err
+	}
+	s.CSRName = csrName
+	s.Changed = true
+	e.Logf("tls-bootstrap", "created CSR %s for system:node:%s (key generated on this node)", csrName, name)
+	issued, err := tlsbootstrap.Wait(ctx, req, csrName)
+	if err != nil {
+		return err
+	}
+	e.Logf("tls-bootstrap", "CSR %s approved and signed in %s", csrName, issued.Signed.Round(time.Millisecond))
+	return installKubeletIdentity(e, s, s.Discovery.Server, issued.CertPEM)
+}
+
+// refuseReadyNode applies kubeadm's rule: never take over the name of a Ready Node.
+func refuseReadyNode(ctx context.Context, s *State, name string) error {
+	node, err := s.BootstrapClient.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
+		return nil
+	}
+	if err != nil {
+		if apierrors.IsUnauthorized(err) {
+			return operr.Wrap(operr.Auth, err, "the API server rejected the bootstrap token", "the token may have expired or been deleted: create a new one with kjoin token create")
+		}
+		return fmt.Errorf("look up node %q: %w", name, err)
+	}
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+			return operr.Newf(operr.Preflight,
+				fmt.Sprintf("delete the existing Node (kubectl delete node %s) if that machine is gone, or join this one with another --node-name", name),
+				"a Node named %q is already registered and Ready in the cluster", name)
+		}
+	}
+	return nil
+}
+
+// installKubeletIdentity writes the kubelet's client certificate layout and kubelet.conf.
+func installKubeletIdentity(e *Env, s *State, server string, certPEM []byte) error {
+	keyPEM, err := pki.EncodeKey(s.NodeKey)
+	if err != nil {
+		return err
+	}
+	pemPath := path.Join(KubeletPKIDir, "kubelet-client-"+e.Clock.Now().Format("2006-01-02-15-04-05")+".pem")
+	if err := s.WriteFile(e, CACertPath, s.Discovery.CAData, 0o644); err != nil {
+		return err
+	}
+	if err := s.WriteFile(e, pemPath, append(append(append([]byte{}, certPEM...), '\n'), keyPEM...), 0o600); err != nil {
+		return err
+	}
+	if err := atomicfile.Symlink(pemPath, e.Paths.Of(KubeletClientCurrent)); err != nil {
+		return err
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["default-cluster"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: s.Discovery.CAData}
+	kc.AuthInfos["default-auth"] = &clientcmdapi.AuthInfo{ClientCertificate: KubeletClientCurrent, ClientKey: KubeletClientCurrent}
+	kc.Contexts["default-context"] = &clientcmdapi.Context{Cluster: "default-cluster", AuthInfo: "default-auth", Namespace: "default"}
+	kc.CurrentContext = "default-context"
+	b, err := clientcmd.Write(*kc)
+	if err != nil {
+		return err
+	}
+	if err := s.WriteFile(e, KubeletKubeconfig, b, 0o600); err != nil {
+		return err
+	}
+	s.ClientCertPath = pemPath
+	e.Logf("tls-bootstrap", "wrote %s and %s", pemPath, KubeletKubeconfig)
+	return nil
+}

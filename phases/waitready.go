@@ -1,0 +1,122 @@
+package phases
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+
+	"kjoin.dev/kjoin/operr"
+)
+
+// WaitReady waits, with the node's own identity, until the kubelet has registered the Node
+// and its Lease, then reports Ready. Not Ready within the grace is a warning naming the
+// blocking condition (clusters often get their CNI after the first joins) unless
+// --wait-ready makes Ready a requirement.
+//
+//	Reads:  s.Discovery (Server, CAData), s.Opts (NodeName, Wait, WaitReady, WaitReadyTimeout, ReadyGrace, Timeouts), s.Started
+//	Writes: s.NodeClient, s.RegisteredAfter, s.ReadyAfter, s.Ready
+var WaitReady = Phase{
+	Name:  "wait-ready",
+	Short: "Wait for the Node to register and report Ready", Needs: []string{"discovery"},
+	Skip: func(s *State) string {
+		if !s.Opts.Wait {
+			return "--wait=false"
+		}
+		if s.Opts.DryRun {
+			return "dry run"
+		}
+		return ""
+	},
+	Run: runWaitReady,
+}
+
+func runWaitReady(ctx context.Context, e *Env, s *State) error {
+	if s.NodeClient == nil {
+		client, err := e.NewClient(&rest.Config{
+			Host:            s.Discovery.Server,
+			TLSClientConfig: rest.TLSClientConfig{CAData: s.Discovery.CAData, CertFile: e.Paths.Of(KubeletClientCurrent), KeyFile: e.Paths.Of(KubeletClientCurrent)},
+			Timeout:         10 * time.Second,
+			UserAgent:       "kjoin",
+		})
+		if err != nil {
+			return fmt.Errorf("node client: %w", err)
+		}
+		s.NodeClient = client
+	}
+	name := s.Opts.NodeName
+	var node *corev1.Node
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, s.Opts.Timeouts.KubeletHealth, true, func(ctx context.Context) (bool, error) {
+		n, err := s.NodeClient.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		l, err := s.NodeClient.CoordinationV1().Leases("kube-node-lease").Get(ctx, name, metav1.GetOptions{})
+		if err != nil || l.Spec.RenewTime == nil {
+			return false, nil
+		}
+		node = n
+		return true, nil
+	})
+	if err != nil {
+		return operr.Newf(operr.Timeout, "check the kubelet: systemctl status kubelet; journalctl -xeu kubelet",
+			"the kubelet did not register Node %q with a Lease within %s", name, s.Opts.Timeouts.KubeletHealth)
+	}
+	s.RegisteredAfter = e.Clock.Since(s.Started)
+	e.Logf("wait-ready", "node %q registered and holding its Lease %s after start", name, s.RegisteredAfter.Round(time.Millisecond))
+
+	limit := s.Opts.ReadyGrace
+	if s.Opts.WaitReady {
+		limit = s.Opts.WaitReadyTimeout
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, limit, true, func(ctx context.Context) (bool, error) {
+		if ready(node) {
+			return true, nil
+		}
+		if n, err := s.NodeClient.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err == nil {
+			node = n
+		}
+		return ready(node), nil
+	})
+	if err == nil {
+		s.Ready = true
+		s.ReadyAfter = e.Clock.Since(s.Started)
+		e.Logf("wait-ready", "node %q is Ready %s after start", name, s.ReadyAfter.Round(time.Millisecond))
+		return nil
+	}
+	reason := blockingCondition(node)
+	if s.Opts.WaitReady {
+		return operr.Newf(operr.Timeout, "a network plugin (CNI) must be installed for nodes to become Ready; check kubectl describe node "+name,
+			"node %q is not Ready after %s: %s", name, limit, reason)
+	}
+	s.Warn(e, "wait-ready", "node %q joined but is not Ready yet: %s (pass --wait-ready to require Ready)", name, reason)
+	return nil
+}
+
+func ready(n *corev1.Node) bool {
+	if n == nil {
+		return false
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func blockingCondition(n *corev1.Node) string {
+	if n == nil {
+		return "not registered"
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return fmt.Sprintf("Ready=%s, reason %s: %s", c.Status, c.Reason, c.Message)
+		}
+	}
+	return "no Ready condition reported yet"
+}
