@@ -50,42 +50,51 @@ func runWaitReady(ctx context.Context, e *Env, s *State) error {
 	}
 	name := s.Opts.NodeName
 	var node *corev1.Node
+	observe := func(n *corev1.Node) {
+		node = n
+		if s.RegisteredAfter == 0 {
+			s.RegisteredAfter = e.Clock.Since(s.Started)
+			e.Logf("wait-ready", "node %q registered %s after start", name, s.RegisteredAfter.Round(time.Millisecond))
+		}
+		if !s.Ready && ready(n) {
+			s.Ready, s.ReadyAfter = true, e.Clock.Since(s.Started)
+			e.Logf("wait-ready", "node %q is Ready %s after start", name, s.ReadyAfter.Round(time.Millisecond))
+		}
+	}
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, s.Opts.Timeouts.KubeletHealth, true, func(ctx context.Context) (bool, error) {
 		n, err := s.NodeClient.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
+			e.Debugf("wait-ready", "node %q: %v", name, err)
 			return false, nil
 		}
+		observe(n)
 		l, err := s.NodeClient.CoordinationV1().Leases("kube-node-lease").Get(ctx, name, metav1.GetOptions{})
 		if err != nil || l.Spec.RenewTime == nil {
+			e.Debugf("wait-ready", "lease %q: %v", name, err)
 			return false, nil
 		}
-		node = n
 		return true, nil
 	})
 	if err != nil {
 		return operr.Newf(operr.Timeout, "check the kubelet: systemctl status kubelet; journalctl -xeu kubelet",
 			"the kubelet did not register Node %q with a Lease within %s", name, s.Opts.Timeouts.KubeletHealth)
 	}
-	s.RegisteredAfter = e.Clock.Since(s.Started)
-	e.Logf("wait-ready", "node %q registered and holding its Lease %s after start", name, s.RegisteredAfter.Round(time.Millisecond))
+	e.Logf("wait-ready", "node %q holds its Lease in kube-node-lease (%s after start)", name, e.Clock.Since(s.Started).Round(time.Millisecond))
+	if s.Ready {
+		return nil
+	}
 
 	limit := s.Opts.ReadyGrace
 	if s.Opts.WaitReady {
 		limit = s.Opts.WaitReadyTimeout
 	}
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, limit, true, func(ctx context.Context) (bool, error) {
-		if ready(node) {
-			return true, nil
-		}
 		if n, err := s.NodeClient.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err == nil {
-			node = n
+			observe(n)
 		}
-		return ready(node), nil
+		return s.Ready, nil
 	})
 	if err == nil {
-		s.Ready = true
-		s.ReadyAfter = e.Clock.Since(s.Started)
-		e.Logf("wait-ready", "node %q is Ready %s after start", name, s.ReadyAfter.Round(time.Millisecond))
 		return nil
 	}
 	reason := blockingCondition(node)

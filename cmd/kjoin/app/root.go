@@ -106,7 +106,12 @@ func HostEnv(root string, verbosity int, progress io.Writer) *phases.Env {
 		Verbosity: verbosity,
 		Clock:     clock.RealClock{},
 		Exec:      phases.ExecRunner{},
-		NewClient: func(c *rest.Config) (kubernetes.Interface, error) { return kubernetes.NewForConfig(c) },
+		NewClient: func(c *rest.Config) (kubernetes.Interface, error) {
+			if c.QPS == 0 {
+				c.QPS, c.Burst = 50, 100
+			}
+			return kubernetes.NewForConfig(c)
+		},
 		Hostname:  os.Hostname,
 		Geteuid:   os.Geteuid,
 		PortInUse: func(port int) bool {
