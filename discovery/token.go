@@ -73,7 +73,7 @@ func (r *Request) defaults() {
 		r.CallTimeout = 10 * time.Second
 	}
 	if r.SignatureGrace == 0 {
-		r.SignatureGrace = 10 * time.Second
+		r.SignatureGrace = 5 * time.Second
 	}
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}

@@ -1,0 +1,278 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"kjoin.dev/kjoin/e2e/framework"
+	"kjoin.dev/kjoin/e2e/lab"
+	"kjoin.dev/kjoin/pki"
+)
+
+// kjoinJoin runs kjoin join on host with the lab's token passed through a file, never argv.
+func kjoinJoin(t *testing.T, c *framework.Cluster, host string, extra ...string) lab.Result {
+	t.Helper()
+	writeToken(t, c, host, lab.Token)
+	args := append([]string{"kjoin", "join", lab.Endpoint(), "--token-file", "/run/lab/token", "--discovery-token-ca-cert-hash", c.CAHash}, extra...)
+	return c.Run(t, host, args...)
+}
+
+func writeToken(t *testing.T, c *framework.Cluster, host, tok string) {
+	t.Helper()
+	if err := os.WriteFile(c.HostPath(host, "/run/lab/token"), []byte(tok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type joinJSON struct {
+	Changed bool   `json:"changed"`
+	Node    string `json:"node"`
+	CAPin   string `json:"caCertHash"`
+	Ready   bool   `json:"ready"`
+	Phases  []struct {
+		Name   string `json:"name"`
+		Status string `json:"status"`
+	} `json:"phases"`
+	Error *struct {
+		Code    int    `json:"code"`
+		Reason  string `json:"reason"`
+		Message string `json:"message"`
+		Hint    string `json:"hint"`
+	} `json:"error"`
+}
+
+func parseJoinJSON(t *testing.T, r lab.Result) joinJSON {
+	t.Helper()
+	var out joinJSON
+	if err := json.Unmarshal([]byte(r.Stdout), &out); err != nil {
+		t.Fatalf("join output is not JSON: %v\n%s\nstderr:\n%s", err, r.Stdout, r.Stderr)
+	}
+	return out
+}
+
+// TestKjoinWorker joins w1 with kjoin: Node Ready, Lease renewing, CSR issued, and the kubelet
+// keeps working after a restart (its certificate and kubeconfig are right).
+func TestKjoinWorker(t *testing.T) {
+	c := framework.Get(t)
+	c.Host(t, "w1")
+	r := kjoinJoin(t, c, "w1", "--output", "json")
+	if r.Err != nil {
+		t.Fatalf("%v", r.Error())
+	}
+	out := parseJoinJSON(t, r)
+	if out.Node != "w1" || out.CAPin != c.CAHash || !out.Changed || out.Error != nil {
+		t.Errorf("unexpected join result: %+v", out)
+	}
+	if strings.Contains(r.Stdout+r.Stderr, strings.Split(lab.Token, ".")[1]) {
+		t.Error("the token secret appears in kjoin's output")
+	}
+	c.WaitNodeCondition(t, "w1", corev1.NodeReady, corev1.ConditionTrue, time.Minute)
+	assertLeaseRenews(t, c, "w1")
+	assertKubeletCSRIssued(t, c, "w1")
+
+	c.MustRun(t, "w1", "systemctl", "restart", "kubelet")
+	time.Sleep(2 * time.Second)
+	assertLeaseRenews(t, c, "w1")
+	c.WaitNodeCondition(t, "w1", corev1.NodeReady, corev1.ConditionTrue, time.Minute)
+	logb, _ := c.ReadFile("w1", "/run/lab/kubelet.log")
+	if strings.Contains(string(logb), "bootstrap-kubelet.conf") && strings.Contains(string(logb), "Using bootstrap kubeconfig") {
+		t.Error("the kubelet fell back to its bootstrap kubeconfig: kjoin's kubelet.conf was not usable")
+	}
+}
+
+// joinFiles are the files a worker join writes (kubeadm's layout).
+var joinFiles = []string{
+	"/etc/kubernetes/kubelet.conf",
+	"/etc/kubernetes/pki/ca.crt",
+	"/var/lib/kubelet/config.yaml",
+	"/var/lib/kubelet/instance-config.yaml",
+	"/var/lib/kubelet/kubeadm-flags.env",
+	"/var/lib/kubelet/pki/kubelet-client-current.pem",
+}
+
+// TestKjoinFilesMatchKubeadm joins w2 with kjoin and w3 with kubeadm and compares what they wrote.
+func TestKjoinFilesMatchKubeadm(t *testing.T) {
+	c := framework.Get(t)
+	c.Host(t, "w2")
+	c.Host(t, "w3")
+	if r := kjoinJoin(t, c, "w2"); r.Err != nil {
+		t.Fatalf("%v", r.Error())
+	}
+	c.MustRun(t, "w3", "kubeadm", "join", lab.Endpoint(), "--token", lab.Token, "--discovery-token-ca-cert-hash", c.CAHash, "--ignore-preflight-errors=all")
+	c.WaitNodeCondition(t, "w2", corev1.NodeReady, corev1.ConditionTrue, time.Minute)
+	c.WaitNodeCondition(t, "w3", corev1.NodeReady, corev1.ConditionTrue, time.Minute)
+
+	for _, f := range joinFiles {
+		ours, err1 := os.Lstat(c.HostPath("w2", f))
+		theirs, err2 := os.Lstat(c.HostPath("w3", f))
+		if err1 != nil || err2 != nil {
+			t.Errorf("%s: kjoin %v, kubeadm %v", f, err1, err2)
+			continue
+		}
+		if ours.Mode() != theirs.Mode() {
+			t.Errorf("%s: mode %v (kjoin) vs %v (kubeadm)", f, ours.Mode(), theirs.Mode())
+		}
+	}
+	// The client certificate: a timestamped pem behind the -current symlink, same mode.
+	for _, h := range []string{"w2", "w3"} {
+		target, err := os.Readlink(c.HostPath(h, "/var/lib/kubelet/pki/kubelet-client-current.pem"))
+		if err != nil || !strings.HasPrefix(filepath.Base(target), "kubelet-client-") {
+			t.Errorf("%s: kubelet-client-current.pem -> %q, %v", h, target, err)
+			continue
+		}
+		st, err := os.Stat(c.HostPath(h, target))
+		if err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %s mode %v, %v (want 0600)", h, target, st.Mode(), err)
+		}
+	}
+	// Same content where the content is not node-specific.
+	for _, f := range []string{"/etc/kubernetes/pki/ca.crt", "/var/lib/kubelet/instance-config.yaml", "/var/lib/kubelet/kubeadm-flags.env"} {
+		a, _ := c.ReadFile("w2", f)
+		b, _ := c.ReadFile("w3", f)
+		if string(a) != string(b) {
+			t.Errorf("%s differs:\nkjoin:   %q\nkubeadm: %q", f, a, b)
+		}
+	}
+	// Equivalent kubelet configuration (same settings; formatting may differ).
+	var ours, theirs map[string]any
+	a, _ := c.ReadFile("w2", "/var/lib/kubelet/config.yaml")
+	b, _ := c.ReadFile("w3", "/var/lib/kubelet/config.yaml")
+	if err := yaml.Unmarshal(a, &ours); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &theirs); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(ours, theirs) {
+		for k := range merged(ours, theirs) {
+			if !reflect.DeepEqual(ours[k], theirs[k]) {
+				t.Errorf("config.yaml %s: kjoin %v, kubeadm %v", k, ours[k], theirs[k])
+			}
+		}
+	}
+	// kubelet.conf: same server and CA, credentials through the rotating -current.pem.
+	var kc1, kc2 map[string]any
+	a, _ = c.ReadFile("w2", "/etc/kubernetes/kubelet.conf")
+	b, _ = c.ReadFile("w3", "/etc/kubernetes/kubelet.conf")
+	_ = yaml.Unmarshal(a, &kc1)
+	_ = yaml.Unmarshal(b, &kc2)
+	if !reflect.DeepEqual(kc1, kc2) {
+		t.Errorf("kubelet.conf differs:\nkjoin:\n%s\nkubeadm:\n%s", a, b)
+	}
+	// kubeadm removes its bootstrap kubeconfig; kjoin never writes one.
+	for _, h := range []string{"w2", "w3"} {
+		if _, err := os.Stat(c.HostPath(h, "/etc/kubernetes/bootstrap-kubelet.conf")); err == nil {
+			t.Errorf("%s: bootstrap-kubelet.conf left behind", h)
+		}
+	}
+}
+
+func merged(a, b map[string]any) map[string]bool {
+	m := map[string]bool{}
+	for k := range a {
+		m[k] = true
+	}
+	for k := range b {
+		m[k] = true
+	}
+	return m
+}
+
+// TestKjoinTrustFailures runs the trust cases on a lab host: a wrong pin, an unknown token,
+// and a hostile endpoint (another CA replaying the real cluster-info) that must never see
+// the token.
+func TestKjoinTrustFailures(t *testing.T) {
+	c := framework.Get(t)
+	c.Host(t, "w4")
+
+	t.Run("wrong pin", func(t *testing.T) {
+		writeToken(t, c, "w4", lab.Token)
+		wrong := "sha256:" + strings.Repeat("0", 64)
+		r := c.Run(t, "w4", "kjoin", "join", lab.Endpoint(), "--token-file", "/run/lab/token", "--discovery-token-ca-cert-hash", wrong, "-o", "json")
+		out := parseJoinJSON(t, r)
+		if r.ExitCode != 4 || out.Error == nil || !strings.Contains(out.Error.Message, c.CAHash) {
+			t.Errorf("exit %d, error %+v; want exit 4 naming the presented pin %s", r.ExitCode, out.Error, c.CAHash)
+		}
+	})
+	t.Run("unknown token", func(t *testing.T) {
+		writeToken(t, c, "w4", "zzzzzz.0123456789abcdef")
+		r := c.Run(t, "w4", "kjoin", "join", lab.Endpoint(), "--token-file", "/run/lab/token", "--discovery-token-ca-cert-hash", c.CAHash)
+		if r.ExitCode != 5 || !strings.Contains(r.Stderr, `token id "zzzzzz" is unknown`) {
+			t.Errorf("exit %d, stderr %s; want exit 5 and an unknown-token message", r.ExitCode, r.Stderr)
+		}
+		if r.Duration > 30*time.Second {
+			t.Errorf("unknown token took %s to fail", r.Duration)
+		}
+	})
+	t.Run("hostile endpoint", func(t *testing.T) {
+		ctx := context.Background()
+		cm, err := c.Client.CoreV1().ConfigMaps("kube-public").Get(ctx, "cluster-info", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sawCredential atomic.Bool
+		var requests atomic.Int32
+		srv := hostileServer(t, func(w http.ResponseWriter, r *http.Request) {
+			requests.Add(1)
+			if r.Header.Get("Authorization") != "" {
+				sawCredential.Store(true)
+			}
+			_ = json.NewEncoder(w).Encode(cm)
+		})
+		writeToken(t, c, "w4", lab.Token)
+		r := c.Run(t, "w4", "kjoin", "join", srv, "--token-file", "/run/lab/token", "--discovery-token-ca-cert-hash", c.CAHash)
+		if r.ExitCode != 4 || !strings.Contains(r.Stderr, "not signed by the pinned CA") {
+			t.Errorf("exit %d, stderr %s; want exit 4 refusing the endpoint's certificate", r.ExitCode, r.Stderr)
+		}
+		if requests.Load() == 0 {
+			t.Error("the hostile endpoint was never contacted: the test proves nothing")
+		}
+		if sawCredential.Load() {
+			t.Error("the token reached the hostile endpoint")
+		}
+		if _, err := os.Stat(c.HostPath("w4", "/etc/kubernetes/kubelet.conf")); err == nil {
+			t.Error("a refused join wrote kubelet.conf")
+		}
+	})
+}
+
+// hostileServer serves TLS with its own CA on the lab bridge and returns its host:port.
+func hostileServer(t *testing.T, h http.HandlerFunc) string {
+	t.Helper()
+	key, _ := pki.NewECKey()
+	now := time.Now()
+	ca, err := pki.NewSelfSignedCA(pki.CertConfig{CommonName: "hostile", NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour)}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	skey, _ := pki.NewECKey()
+	cert, err := pki.NewSignedCert(pki.CertConfig{CommonName: "hostile", IPs: []net.IP{net.ParseIP(lab.BridgeAddr)}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour)}, skey.Public(), ca, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", lab.BridgeAddr+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, TLSConfig: &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{cert.Raw}, PrivateKey: skey}}}}
+	go func() { _ = srv.ServeTLS(l, "", "") }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return l.Addr().String()
+}
