@@ -45,3 +45,13 @@ lab-status: build
 
 clean:
 	rm -rf bin _artifacts
+
+## bench: worker joins, kubeadm vs kjoin alternately, medians into BENCHMARKS.md
+BENCH_ROUNDS ?= 5
+bench: build components
+	@set -o pipefail; status=0; \
+	KJOIN_BENCH=1 KJOIN_BENCH_ROUNDS=$(BENCH_ROUNDS) KJOIN_BENCH_OUT=$(CURDIR)/_artifacts/bench.md \
+	KJOIN_BIN=$(CURDIR)/bin/kjoin KJOIN_COMPONENTS=$$(e2e/components/build.sh) \
+	  $(GO) test -tags e2e -count=1 -v -run 'TestBench' -timeout 60m ./e2e/ || status=$$?; \
+	bin/lab down || true; \
+	if [ $$status -eq 0 ]; then e2e/scripts/write-benchmarks.sh _artifacts/bench.md "make bench BENCH_ROUNDS=$(BENCH_ROUNDS)"; fi; exit $$status

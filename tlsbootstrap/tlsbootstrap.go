@@ -18,7 +18,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	certificatesclient "k8s.io/client-go/kubernetes/typed/certificates/v1"
 	"k8s.io/utils/clock"
 
 	"kjoin.dev/kjoin/operr"
@@ -103,31 +106,50 @@ func Wait(ctx context.Context, r Request, name string) (*Issued, error) {
 	defer cancel()
 	start := r.Clock.Now()
 	out := &Issued{CSRName: name}
-	for {
-		csr, err := r.Client.CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{})
-		switch {
-		case err == nil:
-			for _, c := range csr.Status.Conditions {
-				if c.Status != corev1.ConditionTrue {
-					continue
-				}
-				switch c.Type {
-				case certificatesv1.CertificateDenied:
-					return nil, operr.Newf(operr.Auth, "inspect it with kubectl describe csr "+name+"; an approver denied this node's certificate",
-						"CSR %s was denied (reason %q: %s)", name, c.Reason, c.Message)
-				case certificatesv1.CertificateFailed:
-					return nil, operr.Newf(operr.Other, "check the controller-manager's logs (csrsigning) on the control plane",
-						"CSR %s failed (reason %q: %s)", name, c.Reason, c.Message)
-				case certificatesv1.CertificateApproved:
-					if out.Approved == 0 {
-						out.Approved = r.Clock.Since(start)
-						r.Logf("CSR %s approved after %s", name, out.Approved.Round(time.Millisecond))
-					}
+	// check reports whether the CSR reached a final state (issued, denied, failed).
+	check := func(csr *certificatesv1.CertificateSigningRequest) (bool, error) {
+		for _, c := range csr.Status.Conditions {
+			if c.Status != corev1.ConditionTrue {
+				continue
+			}
+			switch c.Type {
+			case certificatesv1.CertificateDenied:
+				return true, operr.Newf(operr.Auth, "inspect it with kubectl describe csr "+name+"; an approver denied this node's certificate",
+					"CSR %s was denied (reason %q: %s)", name, c.Reason, c.Message)
+			case certificatesv1.CertificateFailed:
+				return true, operr.Newf(operr.Other, "check the controller-manager's logs (csrsigning) on the control plane",
+					"CSR %s failed (reason %q: %s)", name, c.Reason, c.Message)
+			case certificatesv1.CertificateApproved:
+				if out.Approved == 0 {
+					out.Approved = r.Clock.Since(start)
+					r.Logf("CSR %s approved after %s", name, out.Approved.Round(time.Millisecond))
 				}
 			}
-			if len(csr.Status.Certificate) > 0 {
-				out.Signed = r.Clock.Since(start)
-				out.CertPEM = csr.Status.Certificate
+		}
+		if len(csr.Status.Certificate) > 0 {
+			out.Signed = r.Clock.Since(start)
+			out.CertPEM = csr.Status.Certificate
+			return true, nil
+		}
+		return false, nil
+	}
+	csrs := r.Client.CertificatesV1().CertificateSigningRequests()
+	for {
+		csr, err := csrs.Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case err == nil:
+			if done, err := check(csr); done {
+				if err != nil {
+					return nil, err
+				}
+				return out, nil
+			}
+			// Watch for the approval and the certificate rather than polling: both land
+			// within tens of milliseconds on a healthy control plane.
+			if done, err := watchUntilFinal(ctx, csrs, name, csr.ResourceVersion, check); done {
+				if err != nil {
+					return nil, err
+				}
 				return out, nil
 			}
 		case apierrors.IsNotFound(err):
@@ -146,6 +168,39 @@ func Wait(ctx context.Context, r Request, name string) (*Issued, error) {
 				"the controller-manager's csrsigning controller signs them with the cluster CA (--cluster-signing-cert-file/--cluster-signing-key-file); check it runs",
 				"CSR %s was approved but not signed within %s", name, r.Timeout)
 		case <-r.Clock.After(r.Interval):
+		}
+	}
+}
+
+// watchUntilFinal watches one CSR from resourceVersion until check reports a final state.
+// It returns done=false when the watch ends early (the caller then reads and watches again).
+func watchUntilFinal(ctx context.Context, csrs certificatesclient.CertificateSigningRequestInterface, name, rv string,
+	check func(*certificatesv1.CertificateSigningRequest) (bool, error)) (bool, error) {
+	w, err := csrs.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(), ResourceVersion: rv})
+	if err != nil {
+		return false, nil
+	}
+	defer w.Stop()
+	for {
+		var ev watch.Event
+		select {
+		case <-ctx.Done():
+			return false, nil
+		case e, open := <-w.ResultChan():
+			if !open {
+				return false, nil
+			}
+			ev = e
+		}
+		csr, ok := ev.Object.(*certificatesv1.CertificateSigningRequest)
+		if !ok {
+			return false, nil
+		}
+		if csr.Name != name {
+			continue
+		}
+		if done, err := check(csr); done {
+			return true, err
 		}
 	}
 }

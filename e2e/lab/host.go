@@ -257,7 +257,13 @@ func writeCNIConfig(dir string, h *Host) error {
 }
 
 func (l *Lab) startContainerd(ctx context.Context, h *Host) error {
-	if r := l.Exec(ctx, h.Name, "ctr", "version"); r.Err == nil {
+	// ctr waits up to 10s for a socket that is not there: look for the socket first.
+	sock := l.HostPath(h.Name, "/run/containerd/containerd.sock")
+	answers := func() bool {
+		_, err := os.Stat(sock)
+		return err == nil && l.Exec(ctx, h.Name, "ctr", "version").Err == nil
+	}
+	if answers() {
 		return nil
 	}
 	logPath := filepath.Join(l.hostDir(h.Name), bindDirName("/run/lab"), "containerd.log")
@@ -276,10 +282,10 @@ func (l *Lab) startContainerd(ctx context.Context, h *Host) error {
 	go func() { _ = cmd.Wait() }()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		if r := l.Exec(ctx, h.Name, "ctr", "version"); r.Err == nil {
+		if answers() {
 			return nil
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
 	return fmt.Errorf("containerd did not answer within 30s; log: %s\n%s", logPath, tailFile(logPath, 20))
 }

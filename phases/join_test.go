@@ -1,0 +1,307 @@
+package phases
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/clock"
+
+	"kjoin.dev/kjoin/discovery"
+	"kjoin.dev/kjoin/discovery/discoverytest"
+	"kjoin.dev/kjoin/operr"
+	"kjoin.dev/kjoin/token"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata/")
+
+const testToken = "abcdef.0123456789abcdef"
+
+const clusterKubeletConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+authentication:
+  x509:
+    clientCAFile: /etc/kubernetes/pki/ca.crt
+cgroupDriver: cgroupfs
+clusterDNS:
+- 10.96.0.10
+clusterDomain: cluster.local
+rotateCertificates: true
+staticPodPath: /etc/kubernetes/manifests
+`
+
+// fakeRunner records commands; "systemctl restart kubelet" plays the kubelet: it registers
+// the Node (Ready) and its Lease in the fake cluster.
+type fakeRunner struct {
+	mu     sync.Mutex
+	calls  []string
+	client *fake.Clientset
+	node   string
+}
+
+func (f *fakeRunner) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	cmd := strings.Join(append([]string{name}, args...), " ")
+	f.calls = append(f.calls, cmd)
+	if strings.HasPrefix(cmd, "systemctl is-active") {
+		return nil, os.ErrNotExist
+	}
+	if cmd == "systemctl restart kubelet" {
+		now := metav1.NewMicroTime(time.Now())
+		_, _ = f.client.CoreV1().Nodes().Create(ctx, &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: f.node},
+			Status:     corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
+		}, metav1.CreateOptions{})
+		_, _ = f.client.CoordinationV1().Leases("kube-node-lease").Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: f.node, Namespace: "kube-node-lease"},
+			Spec:       coordinationv1.LeaseSpec{RenewTime: &now},
+		}, metav1.CreateOptions{})
+	}
+	return nil, nil
+}
+
+type testHost struct {
+	env    *Env
+	client *fake.Clientset
+	runner *fakeRunner
+	server *discoverytest.Server
+	out    *bytes.Buffer
+	root   string
+}
+
+func newTestHost(t *testing.T, objs ...runtime.Object) *testHost {
+	t.Helper()
+	root := t.TempDir()
+	for p, content := range map[string]string{ProcIPForward: "1\n", "/var/run/containerd/containerd.sock": ""} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, p), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	objs = append(objs, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kubelet-config", Namespace: "kube-system"}, Data: map[string]string{"kubelet": clusterKubeletConfig}})
+	client := fake.NewClientset(objs...)
+	client.PrependReactor("create", "certificatesigningrequests", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		csr := a.(k8stesting.CreateAction).GetObject().(*certificatesv1.CertificateSigningRequest)
+		csr.Name = csr.GenerateName + "x1"
+		csr.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue}}
+		csr.Status.Certificate = []byte("-----BEGIN CERTIFICATE-----\nZmFrZQ==\n-----END CERTIFICATE-----\n")
+		return false, csr, nil
+	})
+	h := &testHost{client: client, runner: &fakeRunner{client: client, node: "w1"}, out: &bytes.Buffer{}, root: root}
+	h.server = discoverytest.New(t, "https://cp.example:6443", testToken)
+	h.env = &Env{
+		Paths: Paths{Root: root}, Out: h.out, Clock: clock.RealClock{}, Exec: h.runner,
+		NewClient:       func(*rest.Config) (kubernetes.Interface, error) { return client, nil },
+		Hostname:        func() (string, error) { return "w1", nil },
+		Geteuid:         func() int { return 0 },
+		PortInUse:       func(int) bool { return false },
+		SocketReachable: func(string) bool { return true },
+	}
+	return h
+}
+
+func (h *testHost) options(t *testing.T) Options {
+	t.Helper()
+	tok, _ := token.Parse(testToken)
+	pins, err := discovery.ParsePins([]string{h.server.Pin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{
+		Endpoint: h.server.Endpoint(), DiscoveryToken: &tok, TLSBootstrapToken: &tok, Pins: pins,
+		Timeouts: DefaultTimeouts(), Wait: true, ReadyGrace: time.Second, IgnorePreflight: map[string]bool{},
+	}
+	if err := Defaults(h.env, &o); err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	p := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(p, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file:\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+func TestJoinWorkerWritesKubeadmLayout(t *testing.T) {
+	h := newTestHost(t)
+	s := &State{Opts: h.options(t)}
+	results, err := Run(context.Background(), h.env, s, Join, RunOptions{})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, h.out)
+	}
+	if len(results) != len(Join) {
+		t.Errorf("ran %d phases, want %d", len(results), len(Join))
+	}
+	modes := map[string]os.FileMode{
+		CACertPath: 0o644, KubeletKubeconfig: 0o600, KubeletConfigPath: 0o644, KubeletInstancePath: 0o644, KubeletFlagsPath: 0o644,
+	}
+	for p, mode := range modes {
+		st, err := os.Stat(h.env.Paths.Of(p))
+		if err != nil || st.Mode().Perm() != mode {
+			t.Errorf("%s: %v, mode %v, want %v", p, err, st.Mode().Perm(), mode)
+		}
+	}
+	target, err := os.Readlink(h.env.Paths.Of(KubeletClientCurrent))
+	if err != nil || !strings.HasPrefix(target, "/var/lib/kubelet/pki/kubelet-client-") || target != s.ClientCertPath {
+		t.Errorf("current.pem -> %q (%v), client cert %q", target, err, s.ClientCertPath)
+	}
+	if st, err := os.Stat(h.env.Paths.Of(target)); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("client pem: %v %v", st, err)
+	}
+	pemData, _ := os.ReadFile(h.env.Paths.Of(target))
+	if !strings.Contains(string(pemData), "CERTIFICATE") || !strings.Contains(string(pemData), "EC PRIVATE KEY") {
+		t.Errorf("client pem lacks cert or key:\n%s", pemData)
+	}
+	for _, f := range []struct{ golden, path string }{
+		{"config.yaml.golden", KubeletConfigPath}, {"instance-config.yaml.golden", KubeletInstancePath},
+		{"kubeadm-flags.env.golden", KubeletFlagsPath}, {"kubelet.conf.golden", KubeletKubeconfig},
+	} {
+		b, _ := os.ReadFile(h.env.Paths.Of(f.path))
+		if f.path == KubeletKubeconfig {
+			b = bytes.ReplaceAll(b, []byte(strings.TrimSpace(b64(h.server.CAPEM))), []byte("CA-DATA"))
+		}
+		golden(t, f.golden, b)
+	}
+	want := []string{"systemctl is-active --quiet systemd-resolved", "systemctl daemon-reload", "systemctl enable kubelet", "systemctl restart kubelet"}
+	if strings.Join(h.runner.calls, "\n") != strings.Join(want, "\n") {
+		t.Errorf("commands:\n%s\nwant:\n%s", strings.Join(h.runner.calls, "\n"), strings.Join(want, "\n"))
+	}
+	if !s.Ready || s.CSRName != "kjoin-w1-x1" || !s.Changed {
+		t.Errorf("state: ready=%v csr=%q changed=%v", s.Ready, s.CSRName, s.Changed)
+	}
+	if h.server.CredentialSeen.Load() {
+		t.Error("discovery sent a credential")
+	}
+	if strings.Contains(h.out.String(), "0123456789abcdef") {
+		t.Errorf("progress output leaks the token secret:\n%s", h.out)
+	}
+}
+
+func TestJoinRefusesNameOfReadyNode(t *testing.T) {
+	ready := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "w1"}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	h := newTestHost(t, ready)
+	s := &State{Opts: h.options(t)}
+	_, err := Run(context.Background(), h.env, s, Join, RunOptions{})
+	if operr.CodeOf(err) != operr.Preflight || !strings.Contains(err.Error(), `"w1" is already registered and Ready`) || !strings.Contains(operr.HintOf(err), "kubectl delete node w1") {
+		t.Fatalf("got %v (hint %q)", err, operr.HintOf(err))
+	}
+	assertNothingWritten(t, h)
+}
+
+func TestPreflightReportsAllFailuresAtOnce(t *testing.T) {
+	h := newTestHost(t)
+	h.env.Geteuid = func() int { return 1000 }
+	h.env.PortInUse = func(int) bool { return true }
+	_ = os.WriteFile(h.env.Paths.Of(ProcIPForward), []byte("0\n"), 0o644)
+	s := &State{Opts: h.options(t)}
+	_, err := Run(context.Background(), h.env, s, Join, RunOptions{})
+	if operr.CodeOf(err) != operr.Preflight {
+		t.Fatalf("got %v", err)
+	}
+	for _, name := range []string{"IsPrivilegedUser", "Port-10250", "FileContent--proc-sys-net-ipv4-ip_forward"} {
+		if !strings.Contains(err.Error(), "[ERROR "+name+"]") {
+			t.Errorf("error does not report %s: %v", name, err)
+		}
+	}
+	// Ignoring them turns them into warnings and the join proceeds.
+	s = &State{Opts: h.options(t)}
+	s.Opts.IgnorePreflight = map[string]bool{"isprivilegeduser": true, "port-10250": true, "filecontent--proc-sys-net-ipv4-ip_forward": true}
+	if _, err := Run(context.Background(), h.env, s, Join, RunOptions{}); err != nil {
+		t.Fatalf("with ignores: %v", err)
+	}
+	if len(s.Warnings) < 3 {
+		t.Errorf("want the ignored checks as warnings, got %v", s.Warnings)
+	}
+}
+
+func TestDryRunChangesNothing(t *testing.T) {
+	h := newTestHost(t)
+	s := &State{Opts: h.options(t)}
+	s.Opts.DryRun = true
+	results, err := Run(context.Background(), h.env, s, Join, RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertNothingWritten(t, h)
+	if len(h.runner.calls) > 1 { // only the read-only systemd-resolved probe
+		t.Errorf("dry run ran commands: %v", h.runner.calls)
+	}
+	for _, a := range h.client.Actions() {
+		if a.GetVerb() != "get" && a.GetVerb() != "list" && a.GetVerb() != "watch" {
+			t.Errorf("dry run made an API write: %s %s", a.GetVerb(), a.GetResource().Resource)
+		}
+	}
+	var paths []string
+	for _, w := range s.PlannedWrites {
+		paths = append(paths, w.Path)
+	}
+	for _, want := range []string{KubeletKubeconfig, CACertPath, KubeletConfigPath, KubeletFlagsPath} {
+		if !strings.Contains(strings.Join(paths, " "), want) {
+			t.Errorf("dry run does not list %s: %v", want, paths)
+		}
+	}
+	if results[len(results)-1].Status != "skipped" {
+		t.Errorf("wait-ready should be skipped in a dry run: %+v", results)
+	}
+}
+
+func TestSkipAndOnlyPhases(t *testing.T) {
+	h := newTestHost(t)
+	s := &State{Opts: h.options(t)}
+	results, err := Run(context.Background(), h.env, s, Join, RunOptions{Only: []string{"kubelet-config"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range results {
+		names = append(names, r.Name+"="+r.Status)
+	}
+	if strings.Join(names, ",") != "discovery=ran,kubelet-config=ran" {
+		t.Errorf("phase kubelet-config ran %v; want discovery (needed) then kubelet-config", names)
+	}
+	if _, err := Run(context.Background(), h.env, &State{Opts: h.options(t)}, Join, RunOptions{Skip: []string{"nope"}}); operr.CodeOf(err) != operr.Usage {
+		t.Errorf("unknown phase: %v", err)
+	}
+}
+
+func assertNothingWritten(t *testing.T, h *testHost) {
+	t.Helper()
+	for _, dir := range []string{KubernetesDir, KubeletDir} {
+		if entries, err := os.ReadDir(h.env.Paths.Of(dir)); err == nil && len(entries) > 0 {
+			t.Errorf("%s was written: %v", dir, entries)
+		}
+	}
+}
+
+func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }

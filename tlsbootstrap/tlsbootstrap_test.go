@@ -1,0 +1,118 @@
+package tlsbootstrap
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"strings"
+	"testing"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/clock"
+
+	"kjoin.dev/kjoin/operr"
+	"kjoin.dev/kjoin/pki"
+)
+
+// newClient returns a fake clientset that names created CSRs and then applies decide to them.
+func newClient(t *testing.T, decide func(*certificatesv1.CertificateSigningRequest)) *fake.Clientset {
+	t.Helper()
+	c := fake.NewClientset()
+	c.PrependReactor("create", "certificatesigningrequests", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		csr := a.(k8stesting.CreateAction).GetObject().(*certificatesv1.CertificateSigningRequest)
+		csr.Name = csr.GenerateName + "abcde"
+		return false, csr, nil
+	})
+	go func() {
+		for {
+			list, err := c.CertificatesV1().CertificateSigningRequests().List(context.Background(), metav1.ListOptions{})
+			if err == nil && len(list.Items) > 0 {
+				csr := list.Items[0].DeepCopy()
+				decide(csr)
+				_, _ = c.CertificatesV1().CertificateSigningRequests().UpdateStatus(context.Background(), csr, metav1.UpdateOptions{})
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	return c
+}
+
+func request(t *testing.T, c *fake.Clientset, timeout time.Duration) Request {
+	key, err := pki.NewECKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Request{Client: c, NodeName: "w1", Key: key, Timeout: timeout, Interval: 10 * time.Millisecond, Clock: clock.RealClock{}}
+}
+
+func TestIssued(t *testing.T) {
+	c := newClient(t, func(csr *certificatesv1.CertificateSigningRequest) {
+		csr.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue}}
+		csr.Status.Certificate = []byte("CERT")
+	})
+	r := request(t, c, 5*time.Second)
+	name, err := Create(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Wait(context.Background(), r, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got.CertPEM) != "CERT" || got.CSRName != "kjoin-w1-abcde" {
+		t.Errorf("unexpected %+v", got)
+	}
+	csr, _ := c.CertificatesV1().CertificateSigningRequests().Get(context.Background(), name, metav1.GetOptions{})
+	if csr.Spec.SignerName != certificatesv1.KubeAPIServerClientKubeletSignerName {
+		t.Errorf("signer %s", csr.Spec.SignerName)
+	}
+	if len(csr.Spec.Usages) != 2 || csr.Spec.Usages[0] != certificatesv1.UsageDigitalSignature || csr.Spec.Usages[1] != certificatesv1.UsageClientAuth {
+		t.Errorf("usages %v", csr.Spec.Usages)
+	}
+	b, _ := pem.Decode(csr.Spec.Request)
+	x, err := x509.ParseCertificateRequest(b.Bytes)
+	if err != nil || x.Subject.CommonName != "system:node:w1" || len(x.Subject.Organization) != 1 || x.Subject.Organization[0] != "system:nodes" {
+		t.Errorf("subject %v %v", x.Subject, err)
+	}
+}
+
+func TestDeniedNamesCSRAndReason(t *testing.T) {
+	c := newClient(t, func(csr *certificatesv1.CertificateSigningRequest) {
+		csr.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateDenied, Status: corev1.ConditionTrue, Reason: "PolicyDenied", Message: "not on my watch"}}
+	})
+	r := request(t, c, 5*time.Second)
+	name, _ := Create(context.Background(), r)
+	_, err := Wait(context.Background(), r, name)
+	if err == nil || operr.CodeOf(err) != operr.Auth || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "PolicyDenied") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestNotApprovedNamesAutoApproveBinding(t *testing.T) {
+	c := newClient(t, func(*certificatesv1.CertificateSigningRequest) {})
+	r := request(t, c, 300*time.Millisecond)
+	name, _ := Create(context.Background(), r)
+	_, err := Wait(context.Background(), r, name)
+	if err == nil || operr.CodeOf(err) != operr.Timeout || !strings.Contains(operr.HintOf(err), AutoApproveBinding) {
+		t.Fatalf("got %v (hint %q)", err, operr.HintOf(err))
+	}
+}
+
+func TestApprovedNotSigned(t *testing.T) {
+	c := newClient(t, func(csr *certificatesv1.CertificateSigningRequest) {
+		csr.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue}}
+	})
+	r := request(t, c, 300*time.Millisecond)
+	name, _ := Create(context.Background(), r)
+	_, err := Wait(context.Background(), r, name)
+	if err == nil || !strings.Contains(err.Error(), "approved but not signed") {
+		t.Fatalf("got %v", err)
+	}
+}
