@@ -82,7 +82,7 @@ func FlagsEnv(defaults, extra []Flag) []byte {
 	return fmt.Appendf(nil, "KUBELET_KUBEADM_ARGS=%q\n", strings.Join(args, " "))
 }
 
-var patchName = regexp.MustCompile(`^([a-z-]+?)([^+.]*)(\+(strategic|merge|json))?\.(yaml|yml|json)$`)
+var patchSuffix = regexp.MustCompile(`^[^+.]*(\+(strategic|merge|json))?\.(yaml|yml|json)$`)
 
 // Patches reads kubeadm-style patch files for target from dir ("<target>[suffix][+type].yaml"),
 // sorted by name. Patch type "strategic" is applied as a merge patch (a KubeletConfiguration
@@ -97,8 +97,9 @@ func Patches(dir, target string) ([][]byte, error) {
 	}
 	var out [][]byte
 	for _, e := range entries {
-		m := patchName.FindStringSubmatch(e.Name())
-		if m == nil || m[1] != target {
+		rest, ok := strings.CutPrefix(e.Name(), target)
+		m := patchSuffix.FindStringSubmatch(rest)
+		if !ok || m == nil {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
@@ -109,7 +110,7 @@ func Patches(dir, target string) ([][]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("patch %s: %w", e.Name(), err)
 		}
-		if m[4] == "json" {
+		if m[2] == "json" {
 			j = append([]byte("json:"), j...)
 		}
 		out = append(out, j)

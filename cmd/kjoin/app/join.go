@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -233,6 +234,9 @@ func (o *JoinOptions) resolve(deps *Deps, warn func(string)) (phases.Options, er
 	if discoveryFile == "" {
 		if endpoint == "" {
 			return po, usage("no API server endpoint: give it as the argument (host:port), or use --discovery-file")
+		}
+		if _, _, err := net.SplitHostPort(endpoint); err != nil {
+			return po, usage("API server endpoint %q is not host:port (e.g. 10.0.0.1:6443)", endpoint)
 		}
 		if discoveryToken == "" {
 			return po, usage("no token: pass --token-file, KJOIN_TOKEN, --token or --discovery-token")

@@ -1,0 +1,187 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"kjoin.dev/kjoin/phases"
+)
+
+const pin = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+
+func testDeps(stdin string, env map[string]string) (*Deps, *bytes.Buffer, *bytes.Buffer) {
+	out, errb := &bytes.Buffer{}, &bytes.Buffer{}
+	d := &Deps{
+		Streams: Streams{In: strings.NewReader(stdin), Out: out, Err: errb},
+		Getenv:  func(k string) string { return env[k] },
+		NewEnv: func(root string, v int) *phases.Env {
+			e := HostEnv(root, v, errb)
+			e.Geteuid = func() int { return 0 }
+			e.Hostname = func() (string, error) { return "w1", nil }
+			return e
+		},
+	}
+	return d, out, errb
+}
+
+// parse runs the join command with a capturing runF and resolves its options.
+func parse(t *testing.T, deps *Deps, line string) (*JoinOptions, phases.Options, error) {
+	t.Helper()
+	argv := strings.Fields(line)
+	var got *JoinOptions
+	cmd := NewCmdJoin(deps, func(o *JoinOptions) error { got = o; return nil })
+	cmd.SetArgs(argv)
+	cmd.SetOut(deps.Out)
+	cmd.SetErr(deps.Err)
+	if err := cmd.Execute(); err != nil {
+		return nil, phases.Options{}, err
+	}
+	po, err := got.resolve(deps, func(string) {})
+	return got, po, err
+}
+
+func TestJoinFlags(t *testing.T) {
+	deps, _, _ := testDeps("", nil)
+	o, po, err := parse(t, deps, "10.0.0.1:6443 --token abcdef.0123456789abcdef --discovery-token-ca-cert-hash "+pin+" --discovery-token-ca-cert-hash "+strings.ToUpper(pin[:6])+pin[6:]+" --node-name n1 --ignore-preflight-errors Swap,Port-10250 --skip-phases wait-ready")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if po.Endpoint != "10.0.0.1:6443" || po.DiscoveryToken.ID != "abcdef" || po.TLSBootstrapToken.ID != "abcdef" || len(po.Pins) != 1 || po.NodeName != "n1" {
+		t.Errorf("options %+v", po)
+	}
+	if !po.IgnorePreflight["swap"] || !po.IgnorePreflight["port-10250"] || len(o.SkipPhases) != 1 {
+		t.Errorf("ignore %v skip %v", po.IgnorePreflight, o.SkipPhases)
+	}
+}
+
+func TestTokenSources(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "tok")
+	if err := os.WriteFile(file, []byte("bbbbbb.0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, line, stdin string
+		env               map[string]string
+		wantID            string
+		wantErr           string
+	}{
+		{name: "file", line: "e:6443 --token-file " + file, wantID: "bbbbbb"},
+		{name: "stdin", line: "e:6443 --token-file -", stdin: "cccccc.0123456789abcdef\n", wantID: "cccccc"},
+		{name: "env", line: "e:6443", env: map[string]string{"KJOIN_TOKEN": "dddddd.0123456789abcdef"}, wantID: "dddddd"},
+		{name: "flag beats env", line: "e:6443 --token eeeeee.0123456789abcdef", env: map[string]string{"KJOIN_TOKEN": "dddddd.0123456789abcdef"}, wantID: "eeeeee"},
+		{name: "both flag and file", line: "e:6443 --token eeeeee.0123456789abcdef --token-file " + file, wantErr: "mutually exclusive"},
+		{name: "none", line: "e:6443", wantErr: "no token"},
+		{name: "malformed", line: "e:6443 --token nope", wantErr: "invalid discovery token"},
+		{name: "no pin", line: "e:6443 --token eeeeee.0123456789abcdef --discovery-token-ca-cert-hash=", wantErr: "would trust any server"},
+		{name: "bad pin", line: "e:6443 --token eeeeee.0123456789abcdef --discovery-token-ca-cert-hash sha256:abc", wantErr: "64 characters"},
+		{name: "endpoint without port", line: "10.0.0.1 --token eeeeee.0123456789abcdef", wantErr: "host:port"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			deps, _, _ := testDeps(tc.stdin, tc.env)
+			line := tc.line
+			if !strings.Contains(line, "ca-cert-hash") {
+				line += " --discovery-token-ca-cert-hash " + pin
+			}
+			_, po, err := parse(t, deps, line)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				if strings.Contains(err.Error(), "0123456789abcdef") {
+					t.Errorf("error leaks the token secret: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if po.DiscoveryToken.ID != tc.wantID {
+				t.Errorf("token id %s, want %s", po.DiscoveryToken.ID, tc.wantID)
+			}
+		})
+	}
+}
+
+func TestConfigFileAndMixingRules(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "join.yaml")
+	content := `apiVersion: kubeadm.k8s.io/v1beta4
+kind: ClusterConfiguration
+---
+apiVersion: kubeadm.k8s.io/v1beta4
+kind: JoinConfiguration
+discovery:
+  bootstrapToken:
+    apiServerEndpoint: cp.example:6443
+    caCertHashes: [` + pin + `]
+nodeRegistration:
+  name: from-config
+  criSocket: unix:///run/containerd/containerd.sock
+  taints: []
+  kubeletExtraArgs:
+  - name: node-ip
+    value: 10.0.0.5
+timeouts:
+  discovery: 30s
+`
+	if err := os.WriteFile(cfg, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deps, _, _ := testDeps("", map[string]string{"KJOIN_TOKEN": "ffffff.0123456789abcdef"})
+	_, po, err := parse(t, deps, "--config "+cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if po.Endpoint != "cp.example:6443" || po.NodeName != "from-config" || po.DiscoveryToken.ID != "ffffff" || po.Timeouts.Discovery.String() != "30s" ||
+		len(po.KubeletExtraArgs) != 1 || !po.TaintsSet || po.CRISocket != "unix:///run/containerd/containerd.sock" {
+		t.Errorf("options from config: %+v", po)
+	}
+	_, po, err = parse(t, deps, "--config "+cfg+" --node-name flag-wins")
+	if err != nil || po.NodeName != "flag-wins" {
+		t.Errorf("--node-name with --config: %v %q", err, po.NodeName)
+	}
+	if _, _, err := parse(t, deps, "--config "+cfg+" --token ffffff.0123456789abcdef"); err == nil || !strings.Contains(err.Error(), "can not mix '--config'") {
+		t.Errorf("mixing --config and --token: %v", err)
+	}
+}
+
+func TestRunExitCodesAndJSON(t *testing.T) {
+	deps, out, errb := testDeps("", nil)
+	code := Run(context.Background(), deps, []string{"join", "e:6443", "--token", "bad", "--discovery-token-ca-cert-hash", pin})
+	if code != 2 || !strings.Contains(errb.String(), "error: invalid discovery token") || !strings.Contains(errb.String(), "hint:") {
+		t.Errorf("exit %d, stderr %q", code, errb)
+	}
+
+	deps, out, _ = testDeps("", nil)
+	code = Run(context.Background(), deps, []string{"join", "e:6443", "--token", "bad", "--discovery-token-ca-cert-hash", pin, "-o", "json"})
+	var rep JoinReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if code != 2 || rep.Error == nil || rep.Error.Code != 2 || rep.Error.Reason != "usage" || rep.Changed {
+		t.Errorf("exit %d report %+v", code, rep)
+	}
+
+	deps, _, errb = testDeps("", nil)
+	if code := Run(context.Background(), deps, []string{"join", "--no-such-flag"}); code != 2 {
+		t.Errorf("unknown flag: exit %d, %s", code, errb)
+	}
+}
+
+func TestPhaseSubcommandsExist(t *testing.T) {
+	deps, out, _ := testDeps("", nil)
+	if code := Run(context.Background(), deps, []string{"join", "phase", "--help"}); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, p := range phases.Join {
+		if !strings.Contains(out.String(), p.Name) {
+			t.Errorf("join phase help lacks %s:\n%s", p.Name, out)
+		}
+	}
+}
