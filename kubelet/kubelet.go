@@ -8,15 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strings"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	"sigs.k8s.io/yaml"
-)
 
-// Flag is one kubelet command-line flag.
-type Flag struct{ Name, Value string }
+	"kjoin.dev/kjoin/clusterconfig"
+)
 
 // Config renders /var/lib/kubelet/config.yaml: the cluster's KubeletConfiguration with the
 // node's container runtime endpoint merged in (as kubeadm merges instance-config.yaml), the
@@ -52,34 +50,10 @@ func InstanceConfig(criSocket string) []byte {
 	return fmt.Appendf(nil, "containerRuntimeEndpoint: %q\n", criSocket)
 }
 
-// FlagsEnv renders /var/lib/kubelet/kubeadm-flags.env: defaults (sorted by name) with extra
-// flags overriding or appended, as kubeadm's ArgumentsToCommand.
-func FlagsEnv(defaults, extra []Flag) []byte {
-	merged := map[string]string{}
-	for _, f := range defaults {
-		merged[f.Name] = f.Value
-	}
-	var names []string
-	for n := range merged {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	var args []string
-	for _, n := range names {
-		overridden := false
-		for _, x := range extra {
-			if x.Name == n {
-				overridden = true
-			}
-		}
-		if !overridden {
-			args = append(args, fmt.Sprintf("--%s=%s", n, merged[n]))
-		}
-	}
-	for _, x := range extra {
-		args = append(args, fmt.Sprintf("--%s=%s", x.Name, x.Value))
-	}
-	return fmt.Appendf(nil, "KUBELET_KUBEADM_ARGS=%q\n", strings.Join(args, " "))
+// FlagsEnv renders /var/lib/kubelet/kubeadm-flags.env: defaults with extra flags overriding
+// or added, sorted by name, as kubeadm's ArgumentsToCommand.
+func FlagsEnv(defaults, extra []clusterconfig.Arg) []byte {
+	return fmt.Appendf(nil, "KUBELET_KUBEADM_ARGS=%q\n", strings.Join(clusterconfig.Command(defaults, extra), " "))
 }
 
 var patchSuffix = regexp.MustCompile(`^[^+.]*(\+(strategic|merge|json))?\.(yaml|yml|json)$`)

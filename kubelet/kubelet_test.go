@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"kjoin.dev/kjoin/clusterconfig"
 )
 
 const cluster = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncgroupDriver: systemd\nmaxPods: 110\n"
@@ -42,8 +44,8 @@ func TestConfigRejectsOtherKinds(t *testing.T) {
 }
 
 func TestFlagsEnvOverridesAndAppends(t *testing.T) {
-	got := string(FlagsEnv([]Flag{{"register-with-taints", "a=b:NoSchedule"}, {"hostname-override", "n1"}}, []Flag{{"hostname-override", "n2"}, {"node-ip", "10.0.0.1"}}))
-	want := `KUBELET_KUBEADM_ARGS="--register-with-taints=a=b:NoSchedule --hostname-override=n2 --node-ip=10.0.0.1"` + "\n"
+	got := string(FlagsEnv([]clusterconfig.Arg{{Name: "register-with-taints", Value: "a=b:NoSchedule"}, {Name: "hostname-override", Value: "n1"}}, []clusterconfig.Arg{{Name: "hostname-override", Value: "n2"}, {Name: "node-ip", Value: "10.0.0.1"}}))
+	want := `KUBELET_KUBEADM_ARGS="--hostname-override=n2 --node-ip=10.0.0.1 --register-with-taints=a=b:NoSchedule"` + "\n"
 	if got != want {
 		t.Errorf("got  %q\nwant %q", got, want)
 	}

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"kjoin.dev/kjoin/clusterconfig"
 	"kjoin.dev/kjoin/kubelet"
 	"kjoin.dev/kjoin/operr"
 )
@@ -57,7 +58,7 @@ func runKubeletConfig(ctx context.Context, e *Env, s *State) error {
 	}
 	s.KubeletConfigYAML = cfg
 
-	var defaults []kubelet.Flag
+	var defaults []clusterconfig.Arg
 	if !s.Opts.ControlPlane && len(s.Opts.Taints) > 0 {
 		var ts string
 		for i, t := range s.Opts.Taints {
@@ -70,15 +71,12 @@ func runKubeletConfig(ctx context.Context, e *Env, s *State) error {
 			}
 			ts += ":" + t.Effect
 		}
-		defaults = append(defaults, kubelet.Flag{Name: "register-with-taints", Value: ts})
+		defaults = append(defaults, clusterconfig.Arg{Name: "register-with-taints", Value: ts})
 	}
 	if h, err := e.Hostname(); err == nil && h != s.Opts.NodeName {
-		defaults = append(defaults, kubelet.Flag{Name: "hostname-override", Value: s.Opts.NodeName})
+		defaults = append(defaults, clusterconfig.Arg{Name: "hostname-override", Value: s.Opts.NodeName})
 	}
-	var extra []kubelet.Flag
-	for _, a := range s.Opts.KubeletExtraArgs {
-		extra = append(extra, kubelet.Flag{Name: a.Name, Value: a.Value})
-	}
+	extra := s.Opts.KubeletExtraArgs
 	files := []struct {
 		path string
 		data []byte

@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"kjoin.dev/kjoin/atomicfile"
+	"kjoin.dev/kjoin/clusterconfig"
 	"kjoin.dev/kjoin/discovery"
 	"kjoin.dev/kjoin/token"
 )
@@ -41,12 +42,6 @@ type Taint struct {
 	Effect string `json:"effect"`
 }
 
-// Arg is a name/value flag as in v1beta4 extraArgs.
-type Arg struct {
-	Name  string `json:"name"`
-	Value string `json:"value"`
-}
-
 // Options are the resolved inputs of a join (flags and JoinConfiguration merged).
 type Options struct {
 	// Endpoint is the API server host:port for token discovery.
@@ -63,7 +58,7 @@ type Options struct {
 	CRISocket        string
 	Taints           []Taint
 	TaintsSet        bool
-	KubeletExtraArgs []Arg
+	KubeletExtraArgs []clusterconfig.Arg
 	IgnorePreflight  map[string]bool
 	PatchesDir       string
 	DryRun           bool

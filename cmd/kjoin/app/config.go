@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"kjoin.dev/kjoin/clusterconfig"
 	"kjoin.dev/kjoin/phases"
 )
 
@@ -19,11 +20,11 @@ type joinConfiguration struct {
 	DryRun           bool   `json:"dryRun"`
 	CACertPath       string `json:"caCertPath"`
 	NodeRegistration struct {
-		Name                  string          `json:"name"`
-		CRISocket             string          `json:"criSocket"`
-		Taints                *[]phases.Taint `json:"taints"`
-		KubeletExtraArgs      []phases.Arg    `json:"kubeletExtraArgs"`
-		IgnorePreflightErrors []string        `json:"ignorePreflightErrors"`
+		Name                  string              `json:"name"`
+		CRISocket             string              `json:"criSocket"`
+		Taints                *[]phases.Taint     `json:"taints"`
+		KubeletExtraArgs      []clusterconfig.Arg `json:"kubeletExtraArgs"`
+		IgnorePreflightErrors []string            `json:"ignorePreflightErrors"`
 	} `json:"nodeRegistration"`
 	Discovery struct {
 		BootstrapToken *struct {

@@ -112,8 +112,8 @@ func HostEnv(root string, verbosity int, progress io.Writer) *phases.Env {
 			}
 			return kubernetes.NewForConfig(c)
 		},
-		Hostname:  os.Hostname,
-		Geteuid:   os.Geteuid,
+		Hostname: os.Hostname,
+		Geteuid:  os.Geteuid,
 		PortInUse: func(port int) bool {
 			l, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
 			if err != nil {
