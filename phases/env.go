@@ -81,6 +81,8 @@ type Env struct {
 	PortInUse func(port int) bool
 	// SocketReachable reports whether a unix socket accepts connections.
 	SocketReachable func(path string) bool
+	// LocalAddressFor returns this host's IP on the route to endpoint (host:port).
+	LocalAddressFor func(endpoint string) (string, error)
 }
 
 // Logf prints a progress line for a phase.

@@ -3,6 +3,8 @@ package phases
 import (
 	"context"
 	"fmt"
+	"net"
+	"os"
 	"sort"
 	"strings"
 
@@ -68,6 +70,22 @@ func runPreflight(ctx context.Context, e *Env, s *State) error {
 			return "", nil
 		}},
 	}
+	if s.Opts.ControlPlane {
+		for _, port := range []int{s.Opts.BindPort, 2379, 2380, 10257, 10259} {
+			checks = append(checks, check{fmt.Sprintf("Port-%d", port), func() (string, error) {
+				if e.PortInUse(port) {
+					return "", fmt.Errorf("port %d is in use", port)
+				}
+				return "", nil
+			}})
+		}
+		checks = append(checks, check{"DirAvailable--etc-kubernetes-manifests", func() (string, error) {
+			if entries, err := os.ReadDir(e.Paths.Of(ManifestsDir)); err == nil && len(entries) > 0 {
+				return "", fmt.Errorf("%s is not empty", ManifestsDir)
+			}
+			return "", nil
+		}})
+	}
 	for _, f := range []string{KubeletKubeconfig, BootstrapKubeconfig, CACertPath} {
 		checks = append(checks, check{"FileAvailable-" + strings.ReplaceAll(f, "/", "-"), func() (string, error) {
 			if e.Exists(f) {
@@ -132,6 +150,21 @@ func Defaults(e *Env, o *Options) error {
 	}
 	if !strings.Contains(o.CRISocket, "://") {
 		o.CRISocket = "unix://" + o.CRISocket
+	}
+	if o.ControlPlane {
+		if o.BindPort == 0 {
+			o.BindPort = 6443
+		}
+		if o.AdvertiseAddress == "" {
+			ip, err := e.LocalAddressFor(o.Endpoint)
+			if err != nil {
+				return operr.Wrap(operr.Preflight, err, "cannot choose this node's advertise address", "pass --apiserver-advertise-address")
+			}
+			o.AdvertiseAddress = ip
+		}
+		if ip := net.ParseIP(o.AdvertiseAddress); ip == nil || !(ip.IsGlobalUnicast() || ip.IsLoopback()) {
+			return operr.Newf(operr.Usage, "pass an IP address of this node", "--apiserver-advertise-address %q is not a usable unicast IP", o.AdvertiseAddress)
+		}
 	}
 	return nil
 }

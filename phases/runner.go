@@ -24,7 +24,10 @@ type Phase struct {
 }
 
 // Join is the join workflow, in order.
-var Join = []Phase{Preflight, Discovery, TLSBootstrap, KubeletConfig, KubeletStart, WaitReady}
+var Join = []Phase{
+	Preflight, Discovery, ControlPlanePrepare, TLSBootstrap, KubeletConfig, KubeletStart,
+	EtcdJoin, MarkControlPlane, WaitControlPlane, WaitReady,
+}
 
 // Names returns the phase names of a workflow.
 func Names(workflow []Phase) []string {

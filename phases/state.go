@@ -102,6 +102,11 @@ type State struct {
 
 	// Cluster configuration fetched with the bootstrap identity.
 	KubeletConfigYAML []byte
+	Cluster           *clusterconfig.ClusterConfiguration
+
+	// Control plane.
+	AdminClient  kubernetes.Interface
+	EtcdMemberID uint64
 
 	// TLS bootstrap.
 	NodeKey        crypto.Signer

@@ -60,7 +60,12 @@ func runTLSBootstrap(ctx context.Context, e *Env, s *State) error {
 		return err
 	}
 	e.Logf("tls-bootstrap", "CSR %s approved and signed in %s", csrName, issued.Signed.Round(time.Millisecond))
-	return installKubeletIdentity(e, s, s.Discovery.Server, issued.CertPEM)
+	server := s.Discovery.Server
+	if s.Opts.ControlPlane {
+		// As kubeadm: a control plane's kubelet talks to its own API server.
+		server = "https://" + joinHostPort(s.Opts.AdvertiseAddress, s.Opts.BindPort)
+	}
+	return installKubeletIdentity(e, s, server, issued.CertPEM)
 }
 
 // refuseReadyNode applies kubeadm's rule: never take over the name of a Ready Node.

@@ -122,6 +122,14 @@ func HostEnv(root string, verbosity int, progress io.Writer) *phases.Env {
 			l.Close()
 			return false
 		},
+		LocalAddressFor: func(endpoint string) (string, error) {
+			c, err := net.Dial("udp", endpoint) // no packet is sent
+			if err != nil {
+				return "", err
+			}
+			defer c.Close()
+			return c.LocalAddr().(*net.UDPAddr).IP.String(), nil
+		},
 		SocketReachable: func(path string) bool {
 			c, err := net.DialTimeout("unix", path, 2*time.Second)
 			if err != nil {

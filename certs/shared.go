@@ -1,0 +1,139 @@
+// Package certs handles a control-plane node's certificates the way kubeadm does: the shared
+// CAs and keys exchanged through the encrypted kube-system/kubeadm-certs Secret, the node's
+// own serving and client certificates, and the component kubeconfigs.
+package certs
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"kjoin.dev/kjoin/operr"
+)
+
+// SecretName is the Secret in kube-system holding the encrypted shared certificates.
+const SecretName = "kubeadm-certs"
+
+// UploadCommand is how an operator uploads fresh shared certificates.
+const UploadCommand = "kubeadm init phase upload-certs --upload-certs (or kjoin token create --print-join-command --control-plane)"
+
+// sharedFiles maps Secret keys to paths under the certificates directory (local etcd).
+var sharedFiles = map[string]string{
+	"ca.crt": "ca.crt", "ca.key": "ca.key",
+	"front-proxy-ca.crt": "front-proxy-ca.crt", "front-proxy-ca.key": "front-proxy-ca.key",
+	"sa.pub": "sa.pub", "sa.key": "sa.key",
+	"etcd-ca.crt": "etcd/ca.crt", "etcd-ca.key": "etcd/ca.key",
+}
+
+// ParseKey decodes a certificate key (64 hex characters, 32 bytes).
+func ParseKey(s string) ([]byte, error) {
+	k, err := hex.DecodeString(strings.TrimSpace(s))
+	if err != nil || len(k) != 32 {
+		return nil, fmt.Errorf("a certificate key is 64 hex characters (32 bytes); got %d characters", len(strings.TrimSpace(s)))
+	}
+	return k, nil
+}
+
+// NewKey returns a fresh certificate key, hex-encoded.
+func NewKey() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// Encrypt seals data with AES-256-GCM, kubeadm's format: nonce || ciphertext || tag.
+func Encrypt(key, data []byte) ([]byte, error) {
+	gcm, err := newGCM(key)
+	if err != nil {
+		return nil, err
+	}
+	nonce := make([]byte, gcm.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, err
+	}
+	return gcm.Seal(nonce, nonce, data, nil), nil
+}
+
+// Decrypt opens a value sealed by Encrypt (or kubeadm).
+func Decrypt(key, sealed []byte) ([]byte, error) {
+	gcm, err := newGCM(key)
+	if err != nil {
+		return nil, err
+	}
+	if len(sealed) < gcm.NonceSize() {
+		return nil, errors.New("sealed value too short")
+	}
+	return gcm.Open(nil, sealed[:gcm.NonceSize()], sealed[gcm.NonceSize():], nil)
+}
+
+func newGCM(key []byte) (cipher.AEAD, error) {
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(block)
+}
+
+// External names the files of an external etcd client, if the cluster uses one.
+type External struct{ CAFile, CertFile, KeyFile string }
+
+// Download reads and decrypts kube-system/kubeadm-certs with the bootstrap identity. It returns
+// file contents keyed by path: relative to the certificates directory for the shared CAs,
+// absolute for external etcd files.
+func Download(ctx context.Context, client kubernetes.Interface, certKey string, external *External) (map[string][]byte, error) {
+	key, err := ParseKey(certKey)
+	if err != nil {
+		return nil, operr.Wrap(operr.Usage, err, "invalid --certificate-key", "print a new one with "+UploadCommand)
+	}
+	secret, err := client.CoreV1().Secrets("kube-system").Get(ctx, SecretName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, operr.Newf(operr.Auth, "upload them again on a control plane with "+UploadCommand+" and use the key it prints",
+			"Secret kube-system/%s was not found: the uploaded control-plane certificates expire 2 hours after upload", SecretName)
+	case apierrors.IsForbidden(err):
+		return nil, operr.Wrap(operr.Auth, err, "the bootstrap token may not read kube-system/"+SecretName,
+			"kubeadm grants it with Role kubeadm:kubeadm-certs bound to group system:bootstrappers:kubeadm:default-node-token; use a token in that group (kjoin token create)")
+	case err != nil:
+		return nil, fmt.Errorf("read kube-system/%s: %w", SecretName, err)
+	}
+	files := map[string]string{}
+	for k, v := range sharedFiles {
+		files[k] = v
+	}
+	if external != nil {
+		delete(files, "etcd-ca.crt")
+		delete(files, "etcd-ca.key")
+		files["external-etcd-ca.crt"] = external.CAFile
+		files["external-etcd.crt"] = external.CertFile
+		files["external-etcd.key"] = external.KeyFile
+	}
+	out := map[string][]byte{}
+	for name, dst := range files {
+		sealed, ok := secret.Data[name]
+		if !ok {
+			return nil, operr.Newf(operr.Other, "upload them again with "+UploadCommand, "Secret kube-system/%s lacks %s", SecretName, name)
+		}
+		if len(sealed) == 0 || dst == "" {
+			continue
+		}
+		plain, err := Decrypt(key, sealed)
+		if err != nil {
+			return nil, operr.Wrap(operr.Auth, err, "the certificate key does not match the uploaded certificates",
+				"use the key printed by the last upload, or upload again with "+UploadCommand)
+		}
+		out[path.Clean(dst)] = plain
+	}
+	return out, nil
+}

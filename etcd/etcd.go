@@ -1,0 +1,290 @@
+// Package etcd adds a control-plane node's stacked etcd member safely: as a learner first,
+// promoted once it has caught up, serialized across concurrent joiners by a lock held in
+// etcd itself, and idempotent when re-run.
+package etcd
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"k8s.io/utils/clock"
+
+	"kjoin.dev/kjoin/operr"
+)
+
+// LockKey is the etcd key prefix of the control-plane join lock.
+const LockKey = "/kjoin.dev/control-plane-join-lock"
+
+// Cluster is the part of clientv3.Cluster a join uses.
+type Cluster interface {
+	MemberList(ctx context.Context, opts ...clientv3.OpOption) (*clientv3.MemberListResponse, error)
+	MemberAddAsLearner(ctx context.Context, peerAddrs []string) (*clientv3.MemberAddResponse, error)
+	MemberPromote(ctx context.Context, id uint64) (*clientv3.MemberPromoteResponse, error)
+	MemberRemove(ctx context.Context, id uint64) (*clientv3.MemberRemoveResponse, error)
+}
+
+// Locker serializes joiners.
+type Locker interface {
+	// TryLock takes the lock or returns ErrLocked at once.
+	TryLock(ctx context.Context) error
+	Lock(ctx context.Context) error
+	Unlock(ctx context.Context) error
+}
+
+// ErrLocked means another joiner holds the lock.
+var ErrLocked = concurrency.ErrLocked
+
+// Member is an etcd member for the manifest's --initial-cluster.
+type Member struct{ Name, PeerURL string }
+
+// Join describes one member join.
+type Join struct {
+	Cluster Cluster
+	Lock    Locker
+	Name    string
+	PeerURL string
+	// WriteManifest writes the etcd static pod with the cluster's members (the kubelet starts it).
+	WriteManifest func(members []Member) error
+	Timeout       time.Duration
+	Interval      time.Duration
+	CallTimeout   time.Duration
+	Clock         clock.Clock
+	Logf          func(format string, args ...any)
+}
+
+// Result reports what a join did.
+type Result struct {
+	ID uint64
+	// Added is false when the member already existed (a re-run).
+	Added bool
+	// AlreadyVoting is true when there was nothing to do.
+	AlreadyVoting bool
+	Waited        time.Duration // for the lock
+}
+
+// Run adds the member as a learner, writes the manifest, waits until it has started and
+// promotes it, holding the join lock throughout. A learner this run added is removed again
+// if the join fails.
+func (j *Join) Run(ctx context.Context) (res *Result, err error) {
+	if j.Interval == 0 {
+		j.Interval = 500 * time.Millisecond
+	}
+	if j.CallTimeout == 0 {
+		j.CallTimeout = 5 * time.Second
+	}
+	if j.Logf == nil {
+		j.Logf = func(string, ...any) {}
+	}
+	res = &Result{}
+	ctx, cancel := context.WithTimeout(ctx, j.Timeout)
+	defer cancel()
+
+	start := j.Clock.Now()
+	if err := j.Lock.TryLock(ctx); errors.Is(err, ErrLocked) {
+		j.Logf("another control-plane node is joining etcd; waiting for it to finish")
+		if err := j.Lock.Lock(ctx); err != nil {
+			return nil, &operr.Error{Code: operr.Busy, Retryable: true, Err: err,
+				What: "another control-plane join held the etcd join lock until the timeout", Hint: "retry when the other join has finished"}
+		}
+		res.Waited = j.Clock.Since(start)
+		j.Logf("etcd join lock acquired after %s", res.Waited.Round(time.Millisecond))
+	} else if err != nil {
+		return nil, operr.Wrap(operr.Busy, err, "cannot take the etcd join lock", "check etcd health on the existing control planes")
+	}
+	defer func() {
+		uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), j.CallTimeout)
+		defer ucancel()
+		_ = j.Lock.Unlock(uctx)
+	}()
+
+	members, err := j.list(ctx)
+	if err != nil {
+		return nil, operr.Wrap(operr.Other, err, "etcd has no quorum or cannot be reached", "check the existing control planes' etcd before adding a member")
+	}
+	me := find(members, j.PeerURL)
+	switch {
+	case me != nil && !me.IsLearner:
+		res.ID, res.AlreadyVoting = me.ID, true
+		j.Logf("member %s (%x) already exists and votes", j.Name, me.ID)
+		return res, j.WriteManifest(initialCluster(members, me.ID, j.Name))
+	case me != nil:
+		res.ID = me.ID
+		j.Logf("learner %x for %s already exists (earlier run); continuing", me.ID, j.Name)
+	default:
+		cctx, ccancel := context.WithTimeout(ctx, j.CallTimeout)
+		added, err := j.Cluster.MemberAddAsLearner(cctx, []string{j.PeerURL})
+		ccancel()
+		if errors.Is(err, rpctypes.ErrPeerURLExist) {
+			if members, err = j.list(ctx); err == nil {
+				if me = find(members, j.PeerURL); me != nil {
+					res.ID = me.ID
+				}
+			}
+		}
+		if err != nil && res.ID == 0 {
+			return nil, etcdError(err, "add learner "+j.PeerURL)
+		}
+		if added != nil {
+			res.ID, res.Added, members = added.Member.ID, true, added.Members
+			j.Logf("added learner %x for %s (%s)", res.ID, j.Name, j.PeerURL)
+		}
+	}
+	defer func() {
+		if err != nil && res.Added {
+			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), j.CallTimeout)
+			defer rcancel()
+			if _, rerr := j.Cluster.MemberRemove(rctx, res.ID); rerr == nil {
+				j.Logf("removed learner %x that this failed join had added", res.ID)
+			}
+		}
+	}()
+	if err = j.WriteManifest(initialCluster(members, res.ID, j.Name)); err != nil {
+		return res, err
+	}
+	if err = j.waitStarted(ctx, res.ID); err != nil {
+		return res, err
+	}
+	if err = j.promote(ctx, res.ID); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+func (j *Join) list(ctx context.Context) ([]*etcdserverpb.Member, error) {
+	cctx, cancel := context.WithTimeout(ctx, j.CallTimeout)
+	defer cancel()
+	r, err := j.Cluster.MemberList(cctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.Members, nil
+}
+
+func (j *Join) waitStarted(ctx context.Context, id uint64) error {
+	for {
+		if ms, err := j.list(ctx); err == nil {
+			for _, m := range ms {
+				if m.ID == id && m.Name != "" {
+					j.Logf("member %x has started", id)
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return operr.Newf(operr.Timeout, "check the etcd pod on this node: crictl ps -a --name etcd; crictl logs <id>",
+				"etcd member %x (%s) did not start within %s", id, j.Name, j.Timeout)
+		case <-j.Clock.After(j.Interval):
+		}
+	}
+}
+
+func (j *Join) promote(ctx context.Context, id uint64) error {
+	delay := j.Interval
+	for {
+		cctx, cancel := context.WithTimeout(ctx, j.CallTimeout)
+		_, err := j.Cluster.MemberPromote(cctx, id)
+		cancel()
+		if err == nil {
+			j.Logf("promoted member %x to voter", id)
+			return nil
+		}
+		if ms, lerr := j.list(ctx); lerr == nil {
+			for _, m := range ms {
+				if m.ID == id && !m.IsLearner {
+					j.Logf("member %x already votes", id)
+					return nil
+				}
+			}
+		}
+		j.Logf("promote %x: %v (retrying: the learner is still catching up)", id, err)
+		select {
+		case <-ctx.Done():
+			return operr.Wrap(operr.Timeout, err, fmt.Sprintf("etcd learner %x did not catch up to be promoted within %s", id, j.Timeout), "check etcd's logs on this node and the network between control planes")
+		case <-j.Clock.After(delay):
+		}
+		if delay *= 2; delay > 4*time.Second {
+			delay = 4 * time.Second
+		}
+	}
+}
+
+func find(ms []*etcdserverpb.Member, peerURL string) *etcdserverpb.Member {
+	for _, m := range ms {
+		for _, u := range m.PeerURLs {
+			if u == peerURL {
+				return m
+			}
+		}
+	}
+	return nil
+}
+
+// initialCluster lists every member for --initial-cluster; members that have not started yet
+// have no name, so they are named by their ID (the joining one by its node name).
+func initialCluster(ms []*etcdserverpb.Member, self uint64, selfName string) []Member {
+	var out []Member
+	for _, m := range ms {
+		name := m.Name
+		if m.ID == self {
+			name = selfName
+		} else if name == "" {
+			name = strconv.FormatUint(m.ID, 16)
+		}
+		for _, u := range m.PeerURLs {
+			out = append(out, Member{Name: name, PeerURL: u})
+		}
+	}
+	return out
+}
+
+func etcdError(err error, what string) error {
+	if strings.Contains(err.Error(), "too many learner members") {
+		return &operr.Error{Code: operr.Busy, Retryable: true, Err: err, What: what + ": etcd already has a learner (another join in progress or a stray learner)",
+			Hint: "wait for the other join, or remove a stray learner with etcdctl member remove"}
+	}
+	return operr.Wrap(operr.Other, err, what, "")
+}
+
+// Client connects to etcd endpoints with a client certificate.
+func Client(endpoints []string, tlsCfg *tls.Config) (*clientv3.Client, error) {
+	return clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, TLS: tlsCfg})
+}
+
+// MutexLock is a Locker backed by an etcd session and mutex.
+type MutexLock struct {
+	session *concurrency.Session
+	mutex   *concurrency.Mutex
+}
+
+// NewMutexLock creates the join lock on cli. The session's lease (TTL seconds) releases the
+// lock if this process dies.
+func NewMutexLock(cli *clientv3.Client, ttl int) (*MutexLock, error) {
+	s, err := concurrency.NewSession(cli, concurrency.WithTTL(ttl))
+	if err != nil {
+		return nil, err
+	}
+	return &MutexLock{session: s, mutex: concurrency.NewMutex(s, LockKey)}, nil
+}
+
+// TryLock implements Locker.
+func (m *MutexLock) TryLock(ctx context.Context) error { return m.mutex.TryLock(ctx) }
+
+// Lock implements Locker.
+func (m *MutexLock) Lock(ctx context.Context) error { return m.mutex.Lock(ctx) }
+
+// Unlock implements Locker and ends the session.
+func (m *MutexLock) Unlock(ctx context.Context) error {
+	err := m.mutex.Unlock(ctx)
+	_ = m.session.Close()
+	return err
+}

@@ -1,0 +1,203 @@
+package phases
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path"
+	"sort"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"kjoin.dev/kjoin/certs"
+	cc "kjoin.dev/kjoin/clusterconfig"
+	"kjoin.dev/kjoin/manifests"
+	"kjoin.dev/kjoin/operr"
+	"kjoin.dev/kjoin/pki"
+)
+
+// ControlPlanePrepare gets a control-plane node ready before its kubelet starts: it reads the
+// cluster's ClusterConfiguration, downloads and decrypts the shared CAs with the certificate
+// key, issues the node's certificates and kubeconfigs, and writes the kube-apiserver,
+// kube-controller-manager and kube-scheduler manifests.
+//
+//	Reads:  s.BootstrapClient, s.Opts (CertificateKey, NodeName, AdvertiseAddress, BindPort, Timeouts)
+//	Writes: s.Cluster, s.AdminClient; /etc/kubernetes/{pki/*,admin.conf,controller-manager.conf,scheduler.conf,manifests/*}
+var ControlPlanePrepare = Phase{
+	Name: "control-plane-prepare", Short: "Download shared certificates; write node certificates, kubeconfigs and manifests",
+	Needs: []string{"discovery"}, Skip: workerSkip, Run: runControlPlanePrepare,
+}
+
+func workerSkip(s *State) string {
+	if !s.Opts.ControlPlane {
+		return "worker node"
+	}
+	return ""
+}
+
+func runControlPlanePrepare(ctx context.Context, e *Env, s *State) error {
+	cfg, err := fetchClusterConfiguration(ctx, s)
+	if err != nil {
+		return err
+	}
+	s.Cluster = cfg
+	if cfg.ControlPlaneEndpoint == "" {
+		return operr.New(operr.Preflight, "the cluster has no controlPlaneEndpoint, so it cannot have a second control plane",
+			"kubeadm clusters need a stable controlPlaneEndpoint (a DNS name or load balancer) set at kubeadm init to add control planes; nodes cannot fail over without one")
+	}
+	pkiDir := cfg.CertificatesDir
+	written := 0
+	if s.Opts.CertificateKey != "" {
+		var ext *certs.External
+		if x := cfg.Etcd.External; x != nil {
+			ext = &certs.External{CAFile: x.CAFile, CertFile: x.CertFile, KeyFile: x.KeyFile}
+		}
+		files, err := certs.Download(ctx, s.BootstrapClient, s.Opts.CertificateKey, ext)
+		if err != nil {
+			return err
+		}
+		for _, name := range sortedNames(files) {
+			p := name
+			if !path.IsAbs(p) {
+				p = path.Join(pkiDir, name)
+			}
+			mode := os.FileMode(0o644)
+			if _, err := pki.ParseKey(files[name]); err == nil {
+				mode = 0o600
+			}
+			if err := s.WriteFile(e, p, files[name], mode); err != nil {
+				return err
+			}
+			written++
+		}
+		e.Logf("control-plane-prepare", "downloaded and decrypted %d shared certificate files from kube-system/%s", written, certs.SecretName)
+	}
+	if s.Opts.DryRun {
+		s.PlannedAPI = append(s.PlannedAPI, "issue node certificates (apiserver, apiserver-kubelet-client, front-proxy-client, etcd server/peer/healthcheck-client, apiserver-etcd-client)")
+		for _, f := range []string{"admin.conf", "controller-manager.conf", "scheduler.conf"} {
+			s.PlannedWrites = append(s.PlannedWrites, PlannedWrite{Path: path.Join(KubernetesDir, f), Mode: 0o600})
+		}
+		for _, m := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+			s.PlannedWrites = append(s.PlannedWrites, PlannedWrite{Path: path.Join(ManifestsDir, m+".yaml"), Mode: 0o600})
+		}
+		return nil
+	}
+	cas := map[string]*certs.CA{}
+	for _, name := range []string{"ca", "front-proxy-ca", "etcd/ca"} {
+		crt, err1 := e.ReadFile(path.Join(pkiDir, name+".crt"))
+		key, err2 := e.ReadFile(path.Join(pkiDir, name+".key"))
+		if name == "etcd/ca" && cfg.Etcd.External != nil {
+			continue
+		}
+		if err1 != nil || err2 != nil {
+			return operr.Newf(operr.Preflight, "pass --certificate-key with the key printed by "+certs.UploadCommand+", or copy the shared certificates to this node",
+				"the shared CA %s is missing on this node (%s)", name, path.Join(pkiDir, name+".{crt,key}"))
+		}
+		ca, err := certs.LoadCA(crt, key)
+		if err != nil {
+			return fmt.Errorf("load %s: %w", name, err)
+		}
+		cas[name] = ca
+	}
+	node := certs.Node{Name: s.Opts.NodeName, AdvertiseAddress: s.Opts.AdvertiseAddress, BindPort: s.Opts.BindPort}
+	now := e.Clock.Now()
+	leaves, err := certs.NodeCerts(cfg, node, cas, now)
+	if err != nil {
+		return fmt.Errorf("issue node certificates: %w", err)
+	}
+	issued := 0
+	for _, name := range sortedNames(leaves) {
+		crt := path.Join(pkiDir, name+".crt")
+		if e.Exists(crt) {
+			continue // kubeadm keeps existing leaves
+		}
+		if err := s.WriteFile(e, path.Join(pkiDir, name+".key"), leaves[name].Key, 0o600); err != nil {
+			return err
+		}
+		if err := s.WriteFile(e, crt, leaves[name].Cert, 0o644); err != nil {
+			return err
+		}
+		issued++
+	}
+	kubeconfigs, err := certs.Kubeconfigs(cfg, node, cas["ca"], now)
+	if err != nil {
+		return fmt.Errorf("kubeconfigs: %w", err)
+	}
+	for _, name := range sortedNames(kubeconfigs) {
+		if p := path.Join(KubernetesDir, name); !e.Exists(p) {
+			if err := s.WriteFile(e, p, kubeconfigs[name], 0o600); err != nil {
+				return err
+			}
+		}
+	}
+	adminConf, err := e.ReadFile(AdminKubeconfig)
+	if err != nil {
+		return err
+	}
+	restCfg, err := clientcmd.RESTConfigFromKubeConfig(adminConf)
+	if err != nil {
+		return fmt.Errorf("load %s: %w", AdminKubeconfig, err)
+	}
+	restCfg.Timeout = 10 * time.Second
+	if s.AdminClient, err = e.NewClient(restCfg); err != nil {
+		return err
+	}
+	pods, err := manifests.ControlPlane(cfg, manifestNode(e, s))
+	if err != nil {
+		return err
+	}
+	for _, name := range sortedNames(pods) {
+		if err := writeManifest(e, s, name, pods[name]); err != nil {
+			return err
+		}
+	}
+	e.Logf("control-plane-prepare", "issued %d node certificates, wrote admin/controller-manager/scheduler kubeconfigs and the control-plane manifests", issued)
+	return nil
+}
+
+func manifestNode(e *Env, s *State) manifests.Node {
+	return manifests.Node{
+		Name: s.Opts.NodeName, AdvertiseAddress: s.Opts.AdvertiseAddress, BindPort: s.Opts.BindPort,
+		HostDirExists: func(d string) bool {
+			st, err := os.Stat(e.Paths.Of(d))
+			return err == nil && st.IsDir()
+		},
+		ComponentHealthTimeout: s.Opts.Timeouts.ControlPlane,
+	}
+}
+
+func writeManifest(e *Env, s *State, name string, data []byte) error {
+	if err := os.MkdirAll(e.Paths.Of(ManifestsDir), 0o700); err != nil && !s.Opts.DryRun {
+		return err
+	}
+	return s.WriteFile(e, path.Join(ManifestsDir, name+".yaml"), data, 0o600)
+}
+
+func fetchClusterConfiguration(ctx context.Context, s *State) (*cc.ClusterConfiguration, error) {
+	cm, err := s.BootstrapClient.CoreV1().ConfigMaps("kube-system").Get(ctx, "kubeadm-config", metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, operr.New(operr.Other, "the cluster has no kube-system/kubeadm-config ConfigMap", "kubeadm init creates it; re-run kubeadm init phase upload-config kubeadm")
+	case apierrors.IsForbidden(err):
+		return nil, operr.Wrap(operr.Auth, err, "the bootstrap token may not read kube-system/kubeadm-config", "kubeadm grants it with Role kubeadm:nodes-kubeadm-config")
+	case err != nil:
+		return nil, fmt.Errorf("read kube-system/kubeadm-config: %w", err)
+	}
+	cfg, err := cc.Parse([]byte(cm.Data["ClusterConfiguration"]))
+	if err != nil {
+		return nil, operr.Wrap(operr.Other, err, "cannot read the cluster's ClusterConfiguration", "")
+	}
+	return cfg, nil
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	n := make([]string, 0, len(m))
+	for k := range m {
+		n = append(n, k)
+	}
+	sort.Strings(n)
+	return n
+}

@@ -1,0 +1,138 @@
+package phases
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"os"
+	"path"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"kjoin.dev/kjoin/etcd"
+	"kjoin.dev/kjoin/manifests"
+	"kjoin.dev/kjoin/operr"
+)
+
+// EtcdJoin adds this node's stacked etcd member: under a lock held in etcd (so control planes
+// can join in parallel), as a learner, then the etcd manifest, then promotion once it has
+// caught up. Re-runs find their member and continue.
+//
+//	Reads:  s.Cluster, s.AdminClient, s.Opts (NodeName, AdvertiseAddress, Timeouts)
+//	Writes: s.EtcdMemberID; /etc/kubernetes/manifests/etcd.yaml, the etcd data dir
+var EtcdJoin = Phase{
+	Name: "etcd-join", Short: "Add this node's etcd member (learner, then voter)",
+	Skip: func(s *State) string {
+		if r := workerSkip(s); r != "" {
+			return r
+		}
+		if s.Cluster != nil && s.Cluster.Etcd.Local == nil {
+			return "external etcd"
+		}
+		return ""
+	},
+	Run: runEtcdJoin,
+}
+
+func runEtcdJoin(ctx context.Context, e *Env, s *State) error {
+	if s.Cluster == nil || s.AdminClient == nil {
+		return operr.New(operr.Usage, "etcd-join needs the control-plane-prepare phase", "run the whole join, or kjoin join phase control-plane-prepare first")
+	}
+	peerURL := "https://" + joinHostPort(s.Opts.AdvertiseAddress, 2380)
+	if s.Opts.DryRun {
+		s.PlannedAPI = append(s.PlannedAPI, "add etcd learner "+peerURL+", write "+path.Join(ManifestsDir, "etcd.yaml")+", promote it to voter")
+		return nil
+	}
+	endpoints, err := etcdEndpoints(ctx, s)
+	if err != nil {
+		return err
+	}
+	tlsCfg, err := etcdTLS(e, s)
+	if err != nil {
+		return err
+	}
+	cli, err := etcd.Client(endpoints, tlsCfg)
+	if err != nil {
+		return operr.Wrap(operr.Other, err, "connect to etcd at "+strings.Join(endpoints, ","), "")
+	}
+	defer cli.Close()
+	lock, err := etcd.NewMutexLock(cli, 30)
+	if err != nil {
+		return operr.Wrap(operr.Other, err, "cannot open an etcd session at "+strings.Join(endpoints, ","), "check etcd health on the existing control planes")
+	}
+	if err := os.MkdirAll(e.Paths.Of(s.Cluster.Etcd.Local.DataDir), 0o700); err != nil {
+		return err
+	}
+	j := &etcd.Join{
+		Cluster: cli, Lock: lock, Name: s.Opts.NodeName, PeerURL: peerURL,
+		Timeout: s.Opts.Timeouts.EtcdAPICall, Clock: e.Clock,
+		Logf: func(f string, a ...any) { e.Logf("etcd-join", f, a...) },
+		WriteManifest: func(members []etcd.Member) error {
+			var ms []manifests.Member
+			for _, m := range members {
+				ms = append(ms, manifests.Member{Name: m.Name, PeerURL: m.PeerURL})
+			}
+			b, err := manifests.Etcd(s.Cluster, manifestNode(e, s), ms)
+			if err != nil {
+				return err
+			}
+			return writeManifest(e, s, "etcd", b)
+		},
+	}
+	res, err := j.Run(ctx)
+	if err != nil {
+		return err
+	}
+	s.EtcdMemberID = res.ID
+	s.Changed = s.Changed || res.Added
+	e.Logf("etcd-join", "etcd member %x (%s) votes", res.ID, s.Opts.NodeName)
+	return nil
+}
+
+// etcdEndpoints lists the client URLs the existing etcd pods advertise (kubeadm's annotation).
+func etcdEndpoints(ctx context.Context, s *State) ([]string, error) {
+	var eps []string
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, s.Opts.Timeouts.KubernetesAPICall, true, func(ctx context.Context) (bool, error) {
+		pods, err := s.AdminClient.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "component=etcd,tier=control-plane"})
+		if err != nil {
+			return false, nil
+		}
+		eps = nil
+		for _, p := range pods.Items {
+			if u := p.Annotations["kubeadm.kubernetes.io/etcd.advertise-client-urls"]; u != "" && p.Spec.NodeName != s.Opts.NodeName {
+				eps = append(eps, u)
+			}
+		}
+		return len(eps) > 0, nil
+	})
+	if err != nil {
+		return nil, operr.Wrap(operr.Other, err, "found no etcd pods with kubeadm's advertise-client-urls annotation in kube-system", "check that the existing control planes run a stacked etcd")
+	}
+	return eps, nil
+}
+
+func etcdTLS(e *Env, s *State) (*tls.Config, error) {
+	dir := path.Join(s.Cluster.CertificatesDir, "etcd")
+	ca, err := e.ReadFile(path.Join(dir, "ca.crt"))
+	if err != nil {
+		return nil, err
+	}
+	pair, err := tls.LoadX509KeyPair(e.Paths.Of(path.Join(dir, "healthcheck-client.crt")), e.Paths.Of(path.Join(dir, "healthcheck-client.key")))
+	if err != nil {
+		return nil, fmt.Errorf("load etcd client certificate: %w", err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}}, nil
+}
+
+func joinHostPort(h string, port int) string {
+	if strings.Contains(h, ":") {
+		return fmt.Sprintf("[%s]:%d", h, port)
+	}
+	return fmt.Sprintf("%s:%d", h, port)
+}
