@@ -55,3 +55,7 @@ bench: build components
 	  $(GO) test -tags e2e -count=1 -v -run 'TestBench' -timeout 60m ./e2e/ || status=$$?; \
 	bin/lab down || true; \
 	if [ $$status -eq 0 ]; then e2e/scripts/write-benchmarks.sh _artifacts/bench.md "make bench BENCH_ROUNDS=$(BENCH_ROUNDS)"; fi; exit $$status
+
+## demo: lab up, kjoin a worker and a control plane, show nodes and etcd members
+demo: build components
+	KJOIN_BIN=$(CURDIR)/bin/kjoin KJOIN_COMPONENTS=$$(e2e/components/build.sh) e2e/scripts/demo.sh

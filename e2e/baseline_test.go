@@ -130,7 +130,7 @@ func assertKubeletCSRIssued(t *testing.T, c *framework.Cluster, node string) {
 // assertEtcdVoters waits until etcd has n started, voting members.
 func assertEtcdVoters(t *testing.T, c *framework.Cluster, n int) {
 	t.Helper()
-	var last []framework.EtcdMember
+	var last []lab.EtcdMember
 	err := wait.PollUntilContextTimeout(context.Background(), time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
 		ms, err := c.EtcdMembers(ctx)
 		if err != nil {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,10 +24,7 @@ func TestBenchWorkerJoin(t *testing.T) {
 	if os.Getenv("KJOIN_BENCH") == "" {
 		t.Skip("set KJOIN_BENCH=1 (make bench) to run the benchmark")
 	}
-	rounds := 5
-	if n, err := strconv.Atoi(os.Getenv("KJOIN_BENCH_ROUNDS")); err == nil && n > 0 {
-		rounds = n
-	}
+	rounds := envInt("KJOIN_BENCH_ROUNDS", 5)
 	c := framework.Get(t)
 	tools := []struct {
 		name string

@@ -6,8 +6,6 @@ package framework
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"os"
 	"os/signal"
@@ -18,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -230,86 +227,4 @@ func (c *Cluster) WaitNodeCondition(t *testing.T, name string, typ corev1.NodeCo
 		t.Fatalf("node %s: no %s=%s within %s: %s", name, typ, status, timeout, desc)
 	}
 	return last
-}
-
-// Etcd returns a client of the cluster's etcd through cp1, with cp1's apiserver client cert.
-func (c *Cluster) Etcd() (*clientv3.Client, error) {
-	read := func(p string) ([]byte, error) { return c.ReadFile("cp1", p) }
-	ca, err := read("/etc/kubernetes/pki/etcd/ca.crt")
-	if err != nil {
-		return nil, err
-	}
-	crt, err := read("/etc/kubernetes/pki/apiserver-etcd-client.crt")
-	if err != nil {
-		return nil, err
-	}
-	key, err := read("/etc/kubernetes/pki/apiserver-etcd-client.key")
-	if err != nil {
-		return nil, err
-	}
-	pair, err := tls.X509KeyPair(crt, key)
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca)
-	return clientv3.New(clientv3.Config{
-		Endpoints:   []string{fmt.Sprintf("https://%s:2379", c.Hosts["cp1"].IP)},
-		DialTimeout: 5 * time.Second,
-		TLS:         &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}},
-	})
-}
-
-// EtcdMember is one etcd member as `etcdctl member list` shows it.
-type EtcdMember struct {
-	ID       uint64
-	Name     string
-	PeerURLs []string
-	Learner  bool
-	// Started is true once the member has joined and published its name.
-	Started bool
-}
-
-// EtcdMembers lists the cluster's etcd members.
-func (c *Cluster) EtcdMembers(ctx context.Context) ([]EtcdMember, error) {
-	cli, err := c.Etcd()
-	if err != nil {
-		return nil, err
-	}
-	defer cli.Close()
-	resp, err := cli.MemberList(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []EtcdMember
-	for _, m := range resp.Members {
-		out = append(out, EtcdMember{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, Learner: m.IsLearner, Started: m.Name != ""})
-	}
-	return out, nil
-}
-
-// RemoveEtcdMember removes the member whose peer URL is on host name, if there is one.
-func (c *Cluster) RemoveEtcdMember(ctx context.Context, name string) error {
-	h, ok := c.Hosts[name]
-	if !ok {
-		return nil
-	}
-	cli, err := c.Etcd()
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
-	resp, err := cli.MemberList(ctx)
-	if err != nil {
-		return err
-	}
-	for _, m := range resp.Members {
-		for _, u := range m.PeerURLs {
-			if strings.Contains(u, "//"+h.IP+":") {
-				_, err := cli.MemberRemove(ctx, m.ID)
-				return err
-			}
-		}
-	}
-	return nil
 }

@@ -9,6 +9,7 @@
 //	lab collect DIR         copy every host's logs into DIR
 //	lab join-info           token, CA pin and endpoint as shell variables
 //	lab upload-certs        kubeadm upload-certs on cp1; prints the certificate key
+//	lab etcd-members        the cluster's etcd members
 package main
 
 import (
@@ -105,6 +106,23 @@ func run(ctx context.Context, args []string) error {
 		return nil
 	case "join-info":
 		fmt.Printf("ENDPOINT=%s\nTOKEN=%s\nCA_HASH=%s\n", lab.Endpoint(), lab.Token, l.CAHash)
+		return nil
+	case "etcd-members":
+		ms, err := l.EtcdMembers(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%-16s %-8s %-10s %s\n", "ID", "NAME", "STATUS", "PEER URLS")
+		for _, m := range ms {
+			status := "voter"
+			if m.Learner {
+				status = "learner"
+			}
+			if !m.Started {
+				status += ",unstarted"
+			}
+			fmt.Printf("%-16x %-8s %-10s %s\n", m.ID, m.Name, status, strings.Join(m.PeerURLs, ","))
+		}
 		return nil
 	case "upload-certs":
 		key, err := l.UploadCerts(ctx)

@@ -1,0 +1,294 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"kjoin.dev/kjoin/e2e/framework"
+	"kjoin.dev/kjoin/e2e/lab"
+)
+
+// kjoinControlPlane joins host as a control plane with kjoin (token through a file).
+func kjoinControlPlane(t *testing.T, c *framework.Cluster, host, certKey string, extra ...string) lab.Result {
+	t.Helper()
+	writeToken(t, c, host, lab.Token)
+	args := append([]string{"kjoin", "join", lab.Endpoint(), "--token-file", "/run/lab/token", "--discovery-token-ca-cert-hash", c.CAHash,
+		"--control-plane", "--certificate-key", certKey, "--apiserver-advertise-address", c.Hosts[host].IP}, extra...)
+	return c.Run(t, host, args...)
+}
+
+// TestKjoinControlPlane joins cp2 with kjoin and checks etcd, its API server, its marking,
+// its manifests against kubeadm's for the same node, and that the cluster survives cp1's API
+// server going away.
+func TestKjoinControlPlane(t *testing.T) {
+	c := framework.Get(t)
+	h := c.Host(t, "cp2")
+	key, err := c.UploadCerts(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := kjoinControlPlane(t, c, "cp2", key)
+	if r.Err != nil {
+		t.Fatalf("%v", r.Error())
+	}
+	fmt.Printf("MEASURE kjoin join --control-plane (cp2): join wall %s\n", r.Duration.Round(time.Millisecond))
+
+	assertEtcdVoters(t, c, 2)
+	assertLivez(t, c, h.IP)
+	n := c.WaitNodeCondition(t, "cp2", corev1.NodeReady, corev1.ConditionTrue, time.Minute)
+	for _, l := range []string{"node-role.kubernetes.io/control-plane", "node.kubernetes.io/exclude-from-external-load-balancers"} {
+		if _, ok := n.Labels[l]; !ok {
+			t.Errorf("node cp2 lacks label %s: %v", l, n.Labels)
+		}
+	}
+	if !hasTaint(n, "node-role.kubernetes.io/control-plane", corev1.TaintEffectNoSchedule) {
+		t.Errorf("node cp2 lacks the control-plane taint: %v", n.Spec.Taints)
+	}
+
+	t.Run("manifests equal kubeadm's", func(t *testing.T) {
+		// kubeadm renders the same node's manifests in a dry run; they must be identical.
+		c.MustRun(t, "cp2", "kubeadm", "join", "phase", "control-plane-prepare", "control-plane", "--control-plane", "--apiserver-advertise-address", h.IP, "--dry-run")
+		dirs, _ := filepath.Glob(c.HostPath("cp2", "/etc/kubernetes/tmp/kubeadm-join-dryrun*"))
+		if len(dirs) == 0 {
+			t.Fatal("kubeadm wrote no dry-run manifests")
+		}
+		for _, m := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+			theirs, err1 := os.ReadFile(filepath.Join(dirs[0], m+".yaml"))
+			ours, err2 := c.ReadFile("cp2", "/etc/kubernetes/manifests/"+m+".yaml")
+			if err1 != nil || err2 != nil {
+				t.Fatalf("%s: %v %v", m, err1, err2)
+			}
+			if string(ours) != string(theirs) {
+				t.Errorf("%s differs from kubeadm's:\n--- kjoin\n%s\n--- kubeadm\n%s", m, ours, theirs)
+			}
+		}
+		// etcd: the same as cp1's (written by kubeadm init) up to node values and the join flags.
+		ours, _ := c.ReadFile("cp2", "/etc/kubernetes/manifests/etcd.yaml")
+		theirs, _ := c.ReadFile("cp1", "/etc/kubernetes/manifests/etcd.yaml")
+		norm := func(b []byte, name, ip string) string {
+			var keep []string
+			for _, l := range strings.Split(strings.NewReplacer(ip, "IP", "="+name, "=NAME").Replace(string(b)), "\n") {
+				if !strings.Contains(l, "--initial-cluster") {
+					keep = append(keep, l)
+				}
+			}
+			return strings.Join(keep, "\n")
+		}
+		if a, b := norm(ours, "cp2", h.IP), norm(theirs, "cp1", c.Hosts["cp1"].IP); a != b {
+			t.Errorf("etcd.yaml differs from kubeadm's beyond node values:\n--- kjoin\n%s\n--- kubeadm (cp1)\n%s", a, b)
+		}
+		if !strings.Contains(string(ours), "--initial-cluster-state=existing") {
+			t.Error("etcd.yaml does not join the existing cluster")
+		}
+	})
+
+	t.Run("survives cp1 api server stopping", func(t *testing.T) {
+		moved := "/run/lab/kube-apiserver.yaml.parked"
+		c.MustRun(t, "cp1", "mv", "/etc/kubernetes/manifests/kube-apiserver.yaml", moved)
+		defer func() {
+			c.MustRun(t, "cp1", "mv", moved, "/etc/kubernetes/manifests/kube-apiserver.yaml")
+			assertLivez(t, c, c.Hosts["cp1"].IP)
+		}()
+		waitDown(t, c.Hosts["cp1"].IP)
+		via := clientVia(t, c, h.IP)
+		ctx := context.Background()
+		nodes, err := via.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil || len(nodes.Items) < 2 {
+			t.Fatalf("list nodes through cp2 with cp1's API server down: %v", err)
+		}
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "through-cp2-", Namespace: "default"}, Data: map[string]string{"a": "b"}}
+		if _, err := via.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("write through cp2 with cp1's API server down: %v", err)
+		}
+	})
+}
+
+// waitDown waits until the API server on ip stops answering.
+func waitDown(t *testing.T, ip string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		return !livez(ip), nil
+	})
+	if err != nil {
+		t.Fatalf("the API server on %s did not stop", ip)
+	}
+}
+
+// clientVia is an admin client that talks to the API server on ip only.
+func clientVia(t *testing.T, c *framework.Cluster, ip string) kubernetes.Interface {
+	t.Helper()
+	b, err := c.ReadFile("cp1", "/etc/kubernetes/admin.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Host = fmt.Sprintf("https://%s:%d", ip, lab.APIPort)
+	cfg.TLSClientConfig.ServerName = lab.ControlPlaneName
+	cfg.Timeout = 10 * time.Second
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// TestControlPlaneParallel joins cp2 and cp3 at the same time, several rounds, with kjoin
+// (asserted: every round ends with three voters and no learner) and then with kubeadm
+// (reported beside it).
+func TestControlPlaneParallel(t *testing.T) {
+	c := framework.Get(t)
+	rounds := envInt("KJOIN_PARALLEL_ROUNDS", 5)
+	type outcome struct {
+		ok      int
+		details []string
+	}
+	results := map[string]*outcome{"kjoin": {}, "kubeadm": {}}
+	for _, tool := range []string{"kjoin", "kubeadm"} {
+		for round := 1; round <= rounds; round++ {
+			hosts := []string{"cp2", "cp3"}
+			for _, h := range hosts {
+				if _, err := c.AddHost(context.Background(), h, t.Logf); err != nil {
+					t.Fatal(err)
+				}
+			}
+			key, err := c.UploadCerts(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			res := make([]lab.Result, len(hosts))
+			start := time.Now()
+			for i, h := range hosts {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if tool == "kjoin" {
+						res[i] = kjoinControlPlane(t, c, h, key)
+					} else {
+						res[i] = c.Run(t, h, "kubeadm", "join", lab.Endpoint(), "--token", lab.Token, "--discovery-token-ca-cert-hash", c.CAHash,
+							"--control-plane", "--certificate-key", key, "--apiserver-advertise-address", c.Hosts[h].IP, "--ignore-preflight-errors=all")
+					}
+				}()
+			}
+			wg.Wait()
+			wall := time.Since(start)
+			members, verr := votersSettled(c, 3)
+			var failed []string
+			for i, r := range res {
+				if r.Err != nil {
+					failed = append(failed, fmt.Sprintf("%s exit %d: %s", hosts[i], r.ExitCode, lastLine(r.Stderr)))
+				}
+			}
+			ok := len(failed) == 0 && verr == nil
+			detail := fmt.Sprintf("round %d: both joins in %s; etcd %s", round, wall.Round(time.Millisecond), describe(members))
+			if !ok {
+				detail += fmt.Sprintf("; FAILED %v %v", failed, verr)
+			} else {
+				results[tool].ok++
+			}
+			results[tool].details = append(results[tool].details, detail)
+			t.Logf("%s %s", tool, detail)
+			if tool == "kjoin" && !ok {
+				c.DumpLogs(t, "cp1", "cp2", "cp3")
+				t.Errorf("kjoin parallel round %d failed: %s", round, detail)
+			}
+			for _, h := range hosts {
+				c.Forget(t, h)
+			}
+			if left, err := c.EtcdMembers(context.Background()); err != nil || len(left) != 1 {
+				t.Fatalf("after round %d etcd should have only cp1, has %+v (%v)", round, left, err)
+			}
+		}
+	}
+	for _, tool := range []string{"kjoin", "kubeadm"} {
+		fmt.Printf("PARALLEL %s join --control-plane x2: %d/%d rounds ended with 3 voters and no learner\n", tool, results[tool].ok, rounds)
+		for _, d := range results[tool].details {
+			fmt.Printf("  %s\n", d)
+		}
+	}
+}
+
+// votersSettled waits up to a minute for n started voters and no learner.
+func votersSettled(c *framework.Cluster, n int) ([]lab.EtcdMember, error) {
+	var last []lab.EtcdMember
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		ms, err := c.EtcdMembers(ctx)
+		if err != nil {
+			return false, nil
+		}
+		last = ms
+		voters := 0
+		for _, m := range ms {
+			if m.Started && !m.Learner {
+				voters++
+			}
+		}
+		return len(ms) == n && voters == n, nil
+	})
+	if err != nil {
+		return last, fmt.Errorf("want %d started voters and no learner", n)
+	}
+	return last, nil
+}
+
+func describe(ms []lab.EtcdMember) string {
+	var parts []string
+	for _, m := range ms {
+		state := "voter"
+		if m.Learner {
+			state = "learner"
+		}
+		if !m.Started {
+			state += ",unstarted"
+		}
+		name := m.Name
+		if name == "" {
+			name = fmt.Sprintf("%x", m.ID)
+		}
+		parts = append(parts, name+"("+state+")")
+	}
+	return strings.Join(parts, " ")
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// livez reports whether the API server on ip answers /livez (any TLS; used only to see it go down).
+func livez(ip string) bool {
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	resp, err := client.Get(fmt.Sprintf("https://%s:%d/livez", ip, lab.APIPort))
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
