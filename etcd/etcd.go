@@ -120,9 +120,7 @@ func (j *Join) Run(ctx context.Context) (res *Result, err error) {
 		res.ID = me.ID
 		j.Logf("learner %x for %s already exists (earlier run); continuing", me.ID, j.Name)
 	default:
-		cctx, ccancel := context.WithTimeout(ctx, j.CallTimeout)
-		added, err := j.Cluster.MemberAddAsLearner(cctx, []string{j.PeerURL})
-		ccancel()
+		added, err := j.addLearner(ctx)
 		if errors.Is(err, rpctypes.ErrPeerURLExist) {
 			if members, err = j.list(ctx); err == nil {
 				if me = find(members, j.PeerURL); me != nil {
@@ -157,6 +155,39 @@ func (j *Join) Run(ctx context.Context) (res *Result, err error) {
 		return res, err
 	}
 	return res, nil
+}
+
+// addLearner adds the learner, retrying what etcd reports as passing: a cluster that has
+// just changed membership is "unhealthy" for a few seconds, leaders change, calls time out.
+func (j *Join) addLearner(ctx context.Context) (*clientv3.MemberAddResponse, error) {
+	delay := j.Interval
+	for {
+		cctx, cancel := context.WithTimeout(ctx, j.CallTimeout)
+		added, err := j.Cluster.MemberAddAsLearner(cctx, []string{j.PeerURL})
+		cancel()
+		if err == nil || !retryable(err) {
+			return added, err
+		}
+		j.Logf("add learner: %v (retrying)", err)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-j.Clock.After(delay):
+		}
+		if delay *= 2; delay > 4*time.Second {
+			delay = 4 * time.Second
+		}
+	}
+}
+
+func retryable(err error) bool {
+	for _, e := range []error{rpctypes.ErrUnhealthy, rpctypes.ErrTooManyLearners, rpctypes.ErrTimeout, rpctypes.ErrTimeoutDueToLeaderFail,
+		rpctypes.ErrLeaderChanged, rpctypes.ErrNoLeader, rpctypes.ErrNotCapable, context.DeadlineExceeded} {
+		if errors.Is(err, e) || strings.Contains(err.Error(), e.Error()) {
+			return true
+		}
+	}
+	return false
 }
 
 func (j *Join) list(ctx context.Context) ([]*etcdserverpb.Member, error) {
