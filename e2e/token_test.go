@@ -1,0 +1,131 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"kjoin.dev/kjoin/e2e/framework"
+	"kjoin.dev/kjoin/e2e/lab"
+)
+
+type joinInfo struct {
+	Token          string   `json:"token"`
+	Endpoint       string   `json:"endpoint"`
+	CACertHashes   []string `json:"caCertHashes"`
+	CertificateKey string   `json:"certificateKey"`
+	Command        string   `json:"command"`
+}
+
+func tokenCreate(t *testing.T, c *framework.Cluster, args ...string) joinInfo {
+	t.Helper()
+	r := c.MustRun(t, "cp1", append([]string{"kjoin", "token", "create", "--print-join-command", "-o", "json"}, args...)...)
+	var ji joinInfo
+	if err := json.Unmarshal([]byte(r.Stdout), &ji); err != nil {
+		t.Fatalf("token create output is not JSON: %v\n%s", err, r.Stdout)
+	}
+	if ji.Endpoint != lab.Endpoint() || len(ji.CACertHashes) != 1 || ji.CACertHashes[0] != c.CAHash {
+		t.Fatalf("join info %+v: want endpoint %s and CA pin %s", ji, lab.Endpoint(), c.CAHash)
+	}
+	return ji
+}
+
+// TestTokensInteroperate proves both directions: kjoin tokens and commands work with kubeadm
+// and kjoin; kubeadm's tokens work with kjoin; a deleted token fails fast.
+func TestTokensInteroperate(t *testing.T) {
+	c := framework.Get(t)
+	ji := tokenCreate(t, c)
+
+	t.Run("kjoin token, kubeadm join", func(t *testing.T) {
+		c.Host(t, "w1")
+		args := strings.Fields(strings.Replace(ji.Command, "kjoin join", "kubeadm join", 1))
+		c.MustRun(t, "w1", append(args, "--ignore-preflight-errors=all")...)
+		c.WaitNodeCondition(t, "w1", corev1.NodeReady, corev1.ConditionTrue, time.Minute)
+	})
+	t.Run("kjoin token, kjoin join", func(t *testing.T) {
+		c.Host(t, "w2")
+		writeToken(t, c, "w2", ji.Token)
+		c.MustRun(t, "w2", "kjoin", "join", ji.Endpoint, "--token-file", "/run/lab/token", "--discovery-token-ca-cert-hash", ji.CACertHashes[0])
+		c.WaitNodeCondition(t, "w2", corev1.NodeReady, corev1.ConditionTrue, time.Minute)
+	})
+	t.Run("kubeadm token, kjoin join", func(t *testing.T) {
+		c.Host(t, "w3")
+		r := c.MustRun(t, "cp1", "kubeadm", "token", "create", "--print-join-command")
+		m := regexp.MustCompile(`--token (\S+) --discovery-token-ca-cert-hash (\S+)`).FindStringSubmatch(r.Stdout)
+		if m == nil {
+			t.Fatalf("no token in kubeadm's output: %s", r.Stdout)
+		}
+		writeToken(t, c, "w3", m[1])
+		c.MustRun(t, "w3", "kjoin", "join", lab.Endpoint(), "--token-file", "/run/lab/token", "--discovery-token-ca-cert-hash", m[2])
+		c.WaitNodeCondition(t, "w3", corev1.NodeReady, corev1.ConditionTrue, time.Minute)
+	})
+	t.Run("deleted token fails fast", func(t *testing.T) {
+		c.Host(t, "w4")
+		id := strings.Split(ji.Token, ".")[0]
+		c.MustRun(t, "cp1", "kjoin", "token", "delete", id)
+		list := c.MustRun(t, "cp1", "kjoin", "token", "list", "-o", "json")
+		if strings.Contains(list.Stdout, `"`+id+`"`) {
+			t.Errorf("token %s still listed:\n%s", id, list.Stdout)
+		}
+		writeToken(t, c, "w4", ji.Token)
+		r := c.Run(t, "w4", "kjoin", "join", ji.Endpoint, "--token-file", "/run/lab/token", "--discovery-token-ca-cert-hash", ji.CACertHashes[0])
+		if r.ExitCode != 5 || !strings.Contains(r.Stderr, "unknown to this cluster or has expired") {
+			t.Errorf("exit %d, stderr %s; want exit 5 and the unknown-token error", r.ExitCode, r.Stderr)
+		}
+		if r.Duration > 20*time.Second {
+			t.Errorf("the join took %s to fail", r.Duration)
+		}
+	})
+}
+
+// TestOneStepControlPlaneJoinCommand: the command printed by `kjoin token create
+// --print-join-command --control-plane` joins cp2 with kjoin and cp3 with real kubeadm.
+func TestOneStepControlPlaneJoinCommand(t *testing.T) {
+	c := framework.Get(t)
+	ji := tokenCreate(t, c, "--control-plane")
+	if len(ji.CertificateKey) != 64 || !strings.Contains(ji.Command, "--control-plane --certificate-key "+ji.CertificateKey) {
+		t.Fatalf("no control-plane command: %+v", ji)
+	}
+	c.Host(t, "cp2")
+	writeToken(t, c, "cp2", ji.Token)
+	c.MustRun(t, "cp2", "kjoin", "join", ji.Endpoint, "--token-file", "/run/lab/token", "--discovery-token-ca-cert-hash", ji.CACertHashes[0],
+		"--control-plane", "--certificate-key", ji.CertificateKey, "--apiserver-advertise-address", c.Hosts["cp2"].IP)
+	assertEtcdVoters(t, c, 2)
+
+	c.Host(t, "cp3")
+	args := strings.Fields(strings.Replace(ji.Command, "kjoin join", "kubeadm join", 1))
+	c.MustRun(t, "cp3", append(args, "--apiserver-advertise-address", c.Hosts["cp3"].IP, "--ignore-preflight-errors=all")...)
+	assertEtcdVoters(t, c, 3)
+	c.WaitNodeCondition(t, "cp3", corev1.NodeReady, corev1.ConditionTrue, 2*time.Minute)
+}
+
+// TestTokenBadInput checks the operator-facing errors of the token commands.
+func TestTokenBadInput(t *testing.T) {
+	c := framework.Get(t)
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"token", "create", "nope"}, 2, "invalid token"},
+		{[]string{"token", "create", "--ttl", "-1h"}, 2, "must not be negative"},
+		{[]string{"token", "create", "--ttl", "soon"}, 2, "not a duration"},
+		{[]string{"token", "delete", "zzzzzz"}, 5, "no such bootstrap token"},
+		{[]string{"token", "list", "--kubeconfig", "/nonexistent"}, 2, "cannot read the admin kubeconfig"},
+	} {
+		r := c.Run(t, "cp1", append([]string{"kjoin"}, tc.args...)...)
+		if r.ExitCode != tc.code || !strings.Contains(r.Stderr, tc.want) {
+			t.Errorf("kjoin %v: exit %d, stderr %q; want exit %d mentioning %q", tc.args, r.ExitCode, r.Stderr, tc.code, tc.want)
+		}
+	}
+	r := c.Run(t, "cp1", "kjoin", "token", "create", "--ttl", "0")
+	if r.Err != nil || !strings.Contains(r.Stderr, "never expires") {
+		t.Errorf("--ttl 0 should warn: exit %d, stderr %q", r.ExitCode, r.Stderr)
+	}
+}

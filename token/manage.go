@@ -1,0 +1,167 @@
+package token
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
+	bootstraputil "k8s.io/cluster-bootstrap/token/util"
+)
+
+// DefaultGroup is the group kubeadm's join RBAC is bound to.
+const DefaultGroup = "system:bootstrappers:kubeadm:default-node-token"
+
+// DefaultUsages are kubeadm's token usages.
+var DefaultUsages = []string{"signing", "authentication"}
+
+// Generate returns a new random token.
+func Generate() (Token, error) {
+	s, err := bootstraputil.GenerateBootstrapToken()
+	if err != nil {
+		return Token{}, err
+	}
+	return Parse(s)
+}
+
+// Spec is a bootstrap token to create.
+type Spec struct {
+	Token       Token
+	TTL         time.Duration // 0: never expires
+	Usages      []string
+	Groups      []string
+	Description string
+}
+
+// Info describes an existing bootstrap token.
+type Info struct {
+	Token       Token      `json:"-"`
+	ID          string     `json:"id"`
+	Expires     *time.Time `json:"expires,omitempty"`
+	Usages      []string   `json:"usages"`
+	Groups      []string   `json:"groups,omitempty"`
+	Description string     `json:"description,omitempty"`
+}
+
+// Validate checks usages and groups as the API server's bootstrap authenticator expects them.
+func (s *Spec) Validate() error {
+	if s.TTL < 0 {
+		return fmt.Errorf("--ttl must not be negative (0 means the token never expires)")
+	}
+	if err := bootstraputil.ValidateUsages(s.Usages); err != nil {
+		return err
+	}
+	for _, g := range s.Groups {
+		if err := bootstraputil.ValidateBootstrapGroupName(g); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Secret renders the token's Secret exactly as kubeadm writes it.
+func (s *Spec) Secret(now time.Time) *corev1.Secret {
+	data := map[string][]byte{
+		bootstrapapi.BootstrapTokenIDKey:     []byte(s.Token.ID),
+		bootstrapapi.BootstrapTokenSecretKey: []byte(s.Token.Secret),
+	}
+	if s.Description != "" {
+		data[bootstrapapi.BootstrapTokenDescriptionKey] = []byte(s.Description)
+	}
+	if s.TTL > 0 {
+		data[bootstrapapi.BootstrapTokenExpirationKey] = []byte(now.Add(s.TTL).UTC().Format(time.RFC3339))
+	}
+	for _, u := range s.Usages {
+		data[bootstrapapi.BootstrapTokenUsagePrefix+u] = []byte("true")
+	}
+	if len(s.Groups) > 0 {
+		data[bootstrapapi.BootstrapTokenExtraGroupsKey] = []byte(strings.Join(s.Groups, ","))
+	}
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: s.Token.SecretName(), Namespace: metav1.NamespaceSystem},
+		Type:       bootstrapapi.SecretTypeBootstrapToken,
+		Data:       data,
+	}
+}
+
+// FromSecret reads a bootstrap token Secret; ok is false for other Secrets.
+func FromSecret(sec *corev1.Secret) (Info, bool) {
+	if sec.Type != bootstrapapi.SecretTypeBootstrapToken {
+		return Info{}, false
+	}
+	id := string(sec.Data[bootstrapapi.BootstrapTokenIDKey])
+	t, err := Parse(id + "." + string(sec.Data[bootstrapapi.BootstrapTokenSecretKey]))
+	if err != nil || sec.Name != t.SecretName() {
+		return Info{}, false
+	}
+	info := Info{Token: t, ID: t.ID, Description: string(sec.Data[bootstrapapi.BootstrapTokenDescriptionKey])}
+	if exp := string(sec.Data[bootstrapapi.BootstrapTokenExpirationKey]); exp != "" {
+		if ts, err := time.Parse(time.RFC3339, exp); err == nil {
+			info.Expires = &ts
+		}
+	}
+	for k, v := range sec.Data {
+		if u, ok := strings.CutPrefix(k, bootstrapapi.BootstrapTokenUsagePrefix); ok && string(v) == "true" {
+			info.Usages = append(info.Usages, u)
+		}
+	}
+	sort.Strings(info.Usages)
+	if g := string(sec.Data[bootstrapapi.BootstrapTokenExtraGroupsKey]); g != "" {
+		info.Groups = strings.Split(g, ",")
+	}
+	return info, true
+}
+
+// Create writes the token's Secret. It fails if a token with the same ID exists.
+func Create(ctx context.Context, c kubernetes.Interface, s *Spec, now time.Time) (*Info, error) {
+	sec, err := c.CoreV1().Secrets(metav1.NamespaceSystem).Create(ctx, s.Secret(now), metav1.CreateOptions{})
+	if err != nil {
+		return nil, err
+	}
+	info, _ := FromSecret(sec)
+	return &info, nil
+}
+
+// List returns the cluster's bootstrap tokens, sorted by ID.
+func List(ctx context.Context, c kubernetes.Interface) ([]Info, error) {
+	l, err := c.CoreV1().Secrets(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{FieldSelector: "type=" + string(bootstrapapi.SecretTypeBootstrapToken)})
+	if err != nil {
+		return nil, err
+	}
+	var out []Info
+	for i := range l.Items {
+		if info, ok := FromSecret(&l.Items[i]); ok {
+			out = append(out, info)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// ErrUnknown is returned when deleting a token that does not exist.
+var ErrUnknown = fmt.Errorf("no such bootstrap token")
+
+// Delete removes a token given as "id" or "id.secret".
+func Delete(ctx context.Context, c kubernetes.Interface, idOrToken string) (string, error) {
+	id := idOrToken
+	if strings.Contains(idOrToken, ".") {
+		t, err := Parse(idOrToken)
+		if err != nil {
+			return "", err
+		}
+		id = t.ID
+	} else if !bootstraputil.IsValidBootstrapTokenID(id) {
+		return "", fmt.Errorf("%q is neither a token ID ([a-z0-9]{6}) nor a token", idOrToken)
+	}
+	err := c.CoreV1().Secrets(metav1.NamespaceSystem).Delete(ctx, bootstraputil.BootstrapTokenSecretName(id), metav1.DeleteOptions{})
+	if apierrors.IsNotFound(err) {
+		return id, fmt.Errorf("%w with id %q", ErrUnknown, id)
+	}
+	return id, err
+}
