@@ -1,0 +1,131 @@
+package certs
+
+import (
+	"context"
+	"crypto/x509"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	cc "kjoin.dev/kjoin/clusterconfig"
+	"kjoin.dev/kjoin/operr"
+	"kjoin.dev/kjoin/pki"
+)
+
+func newCA(t *testing.T, cn string) (*CA, []byte, []byte) {
+	t.Helper()
+	k, _ := pki.NewECKey()
+	now := time.Now()
+	c, err := pki.NewSelfSignedCA(pki.CertConfig{CommonName: cn, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour)}, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, _ := pki.EncodeKey(k)
+	return &CA{Cert: c, Key: k}, pki.EncodeCert(c), kp
+}
+
+func TestUploadThenDownload(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"ca", "front-proxy-ca", "etcd/ca"} {
+		_, crt, key := newCA(t, f)
+		_ = os.MkdirAll(filepath.Join(dir, filepath.Dir(f)), 0o755)
+		_ = os.WriteFile(filepath.Join(dir, f+".crt"), crt, 0o644)
+		_ = os.WriteFile(filepath.Join(dir, f+".key"), key, 0o600)
+	}
+	_ = os.WriteFile(filepath.Join(dir, "sa.key"), []byte("SA KEY"), 0o600)
+	_ = os.WriteFile(filepath.Join(dir, "sa.pub"), []byte("SA PUB"), 0o644)
+	c := fake.NewClientset()
+	key, _ := NewKey()
+	ctx := context.Background()
+	exp, err := Upload(ctx, c, key, nil, func(p string) ([]byte, error) { return os.ReadFile(filepath.Join(dir, p)) }, time.Now())
+	if err != nil || time.Until(exp) < time.Hour {
+		t.Fatalf("upload: %v, expires %v", err, exp)
+	}
+	s, _ := c.CoreV1().Secrets("kube-system").Get(ctx, SecretName, metav1.GetOptions{})
+	if len(s.OwnerReferences) != 1 || !strings.HasPrefix(s.OwnerReferences[0].Name, "bootstrap-token-") {
+		t.Errorf("kubeadm-certs must be owned by a short-lived token: %+v", s.OwnerReferences)
+	}
+	if string(s.Data["sa.key"]) == "SA KEY" {
+		t.Error("uploaded in clear")
+	}
+	files, err := Download(ctx, c, key, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(files["sa.key"]) != "SA KEY" || string(files["sa.pub"]) != "SA PUB" || len(files["etcd/ca.crt"]) == 0 {
+		t.Errorf("downloaded %v", files)
+	}
+	other, _ := NewKey()
+	if _, err := Download(ctx, c, other, nil); err == nil || !strings.Contains(err.Error(), "does not match the uploaded certificates") || operr.CodeOf(err) != operr.Auth {
+		t.Errorf("wrong key: %v", err)
+	}
+	if _, err := Download(ctx, fake.NewClientset(), key, nil); err == nil || !strings.Contains(err.Error(), "expire 2 hours after upload") {
+		t.Errorf("missing secret: %v", err)
+	}
+	if _, err := Download(ctx, c, "abc", nil); operr.CodeOf(err) != operr.Usage {
+		t.Errorf("malformed key: %v", err)
+	}
+}
+
+const clusterConfig = `apiVersion: kubeadm.k8s.io/v1beta4
+kind: ClusterConfiguration
+kubernetesVersion: v1.37.2
+controlPlaneEndpoint: cp.example:6443
+apiServer:
+  certSANs: [lb.example, 192.0.2.10]
+networking:
+  serviceSubnet: 10.96.0.0/12
+`
+
+func TestNodeCertsHaveKubeadmSubjectsAndSANs(t *testing.T) {
+	cfg, err := cc.Parse([]byte(clusterConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cas := map[string]*CA{}
+	for _, n := range []string{"ca", "front-proxy-ca", "etcd/ca"} {
+		cas[n], _, _ = newCA(t, n)
+	}
+	now := time.Now()
+	leaves, err := NodeCerts(cfg, Node{Name: "cp2", AdvertiseAddress: "10.0.0.2", BindPort: 6443}, cas, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(leaves) != 7 {
+		t.Errorf("want 7 leaf certificates, got %d", len(leaves))
+	}
+	api, _ := pki.ParseCert(leaves["apiserver"].Cert)
+	if err := api.VerifyHostname("cp.example"); err != nil {
+		t.Error(err)
+	}
+	for _, name := range []string{"lb.example", "192.0.2.10", "10.96.0.1", "10.0.0.2", "cp2", "kubernetes.default.svc.cluster.local"} {
+		if err := api.VerifyHostname(name); err != nil {
+			t.Errorf("apiserver cert: %v", err)
+		}
+	}
+	if _, err := api.Verify(x509.VerifyOptions{Roots: pool(cas["ca"].Cert), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+		t.Error(err)
+	}
+	peer, _ := pki.ParseCert(leaves["etcd/peer"].Cert)
+	if peer.Subject.CommonName != "cp2" || len(peer.ExtKeyUsage) != 2 {
+		t.Errorf("etcd peer %v %v", peer.Subject, peer.ExtKeyUsage)
+	}
+	if !api.NotBefore.Before(now.Add(-4*time.Minute)) || api.NotAfter.Sub(now) < 364*24*time.Hour {
+		t.Errorf("validity %v - %v", api.NotBefore, api.NotAfter)
+	}
+	kcs, err := Kubeconfigs(cfg, Node{Name: "cp2", AdvertiseAddress: "10.0.0.2", BindPort: 6443}, cas["ca"], now)
+	if err != nil || !strings.Contains(string(kcs["admin.conf"]), "https://cp.example:6443") || !strings.Contains(string(kcs["scheduler.conf"]), "https://10.0.0.2:6443") {
+		t.Errorf("kubeconfigs: %v\n%s", err, kcs["admin.conf"])
+	}
+}
+
+func pool(c *x509.Certificate) *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AddCert(c)
+	return p
+}
