@@ -15,7 +15,7 @@ import (
 //
 //	Reads:  s.Opts (Endpoint, DiscoveryToken, Pins, UnsafeSkipCAVerification, DiscoveryFile, TLSBootstrapToken, Timeouts)
 //	Writes: s.Discovery, s.BootstrapClient
-var Discovery = Phase{Name: "discovery", Short: "Fetch and verify cluster-info (CA pinning)", Run: runDiscovery}
+var Discovery = Phase{ReadOnly: true, Name: "discovery", Short: "Fetch and verify cluster-info (CA pinning)", Run: runDiscovery}
 
 func runDiscovery(ctx context.Context, e *Env, s *State) error {
 	var auth *rest.Config
@@ -74,5 +74,12 @@ func runDiscovery(ctx context.Context, e *Env, s *State) error {
 		return operr.Wrap(operr.Other, err, "build the bootstrap client", "")
 	}
 	s.BootstrapClient = client
+	if j := s.Journal; j != nil && !s.Opts.DryRun {
+		j.Node, j.CAPin, j.Endpoint = s.Opts.NodeName, s.Discovery.CAPin, s.Discovery.Server
+		j.Role = "worker"
+		if s.Opts.ControlPlane {
+			j.Role = "control-plane"
+		}
+	}
 	return nil
 }

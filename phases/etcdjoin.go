@@ -88,7 +88,9 @@ func runEtcdJoin(ctx context.Context, e *Env, s *State) error {
 		return err
 	}
 	s.EtcdMemberID = res.ID
-	s.Changed = s.Changed || res.Added
+	if res.Added {
+		s.MarkChanged()
+	}
 	e.Logf("etcd-join", "etcd member %x (%s) votes", res.ID, s.Opts.NodeName)
 	return nil
 }

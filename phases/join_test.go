@@ -53,6 +53,7 @@ type fakeRunner struct {
 	calls  []string
 	client *fake.Clientset
 	node   string
+	active bool // the kubelet runs
 }
 
 func (f *fakeRunner) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
@@ -60,10 +61,14 @@ func (f *fakeRunner) Run(ctx context.Context, name string, args ...string) ([]by
 	defer f.mu.Unlock()
 	cmd := strings.Join(append([]string{name}, args...), " ")
 	f.calls = append(f.calls, cmd)
+	if cmd == "systemctl is-active --quiet kubelet" && f.active {
+		return nil, nil
+	}
 	if strings.HasPrefix(cmd, "systemctl is-active") {
 		return nil, os.ErrNotExist
 	}
 	if cmd == "systemctl restart kubelet" {
+		f.active = true
 		now := metav1.NewMicroTime(time.Now())
 		_, _ = f.client.CoreV1().Nodes().Create(ctx, &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{Name: f.node},
@@ -99,15 +104,19 @@ func newTestHost(t *testing.T, objs ...runtime.Object) *testHost {
 	}
 	objs = append(objs, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kubelet-config", Namespace: "kube-system"}, Data: map[string]string{"kubelet": clusterKubeletConfig}})
 	client := fake.NewClientset(objs...)
+	h := &testHost{client: client, runner: &fakeRunner{client: client, node: "w1"}, out: &bytes.Buffer{}, root: root}
+	h.server = discoverytest.New(t, "https://cp.example:6443", testToken)
 	client.PrependReactor("create", "certificatesigningrequests", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		csr := a.(k8stesting.CreateAction).GetObject().(*certificatesv1.CertificateSigningRequest)
 		csr.Name = csr.GenerateName + "x1"
+		cert, err := h.server.SignCSR(csr.Spec.Request)
+		if err != nil {
+			return true, nil, err
+		}
 		csr.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue}}
-		csr.Status.Certificate = []byte("-----BEGIN CERTIFICATE-----\nZmFrZQ==\n-----END CERTIFICATE-----\n")
+		csr.Status.Certificate = cert
 		return false, csr, nil
 	})
-	h := &testHost{client: client, runner: &fakeRunner{client: client, node: "w1"}, out: &bytes.Buffer{}, root: root}
-	h.server = discoverytest.New(t, "https://cp.example:6443", testToken)
 	h.env = &Env{
 		Paths: Paths{Root: root}, Out: h.out, Clock: clock.RealClock{}, Exec: h.runner,
 		NewClient:       func(*rest.Config) (kubernetes.Interface, error) { return client, nil },
@@ -305,3 +314,55 @@ func assertNothingWritten(t *testing.T, h *testHost) {
 }
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+func TestRerunConvergesWithoutWriting(t *testing.T) {
+	h := newTestHost(t)
+	if _, err := Run(context.Background(), h.env, &State{Opts: h.options(t)}, Join, RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mtimes := map[string]time.Time{}
+	for _, p := range []string{KubeletKubeconfig, CACertPath, KubeletConfigPath, KubeletFlagsPath, KubeletInstancePath} {
+		st, _ := os.Stat(h.env.Paths.Of(p))
+		mtimes[p] = st.ModTime()
+	}
+	h.runner.calls = nil
+	h.env.PortInUse = func(int) bool { return true } // our kubelet holds 10250 now
+	s := &State{Opts: h.options(t)}
+	results, err := Run(context.Background(), h.env, s, Join, RunOptions{})
+	if err != nil {
+		t.Fatalf("re-run: %v\n%s", err, h.out)
+	}
+	if s.Changed {
+		t.Error("re-run reports changed")
+	}
+	for _, r := range results {
+		if r.Status == "ran" && r.Name != "preflight" && r.Name != "discovery" && r.Name != "wait-ready" {
+			t.Errorf("phase %s %s on a joined node", r.Name, r.Status)
+		}
+	}
+	for p, m := range mtimes {
+		if st, _ := os.Stat(h.env.Paths.Of(p)); !st.ModTime().Equal(m) {
+			t.Errorf("%s rewritten", p)
+		}
+	}
+	for _, c := range h.runner.calls {
+		if strings.Contains(c, "restart") {
+			t.Errorf("re-run restarted the kubelet: %v", h.runner.calls)
+		}
+	}
+}
+
+func TestJoinedToAnotherClusterIsRefused(t *testing.T) {
+	h := newTestHost(t)
+	if _, err := Run(context.Background(), h.env, &State{Opts: h.options(t)}, Join, RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	other := discoverytest.New(t, "https://other:6443", testToken)
+	o := h.options(t)
+	o.Endpoint = other.Endpoint()
+	o.Pins, _ = discovery.ParsePins([]string{other.Pin})
+	_, err := Run(context.Background(), h.env, &State{Opts: o}, Join, RunOptions{})
+	if operr.CodeOf(err) != operr.Trust || !strings.Contains(err.Error(), h.server.Pin) || !strings.Contains(err.Error(), other.Pin) || !strings.Contains(operr.HintOf(err), "kjoin reset") {
+		t.Fatalf("got %v (hint %q)", err, operr.HintOf(err))
+	}
+}

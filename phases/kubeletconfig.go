@@ -3,11 +3,13 @@ package phases
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/yaml"
 
 	"kjoin.dev/kjoin/clusterconfig"
 	"kjoin.dev/kjoin/kubelet"
@@ -86,10 +88,26 @@ func runKubeletConfig(ctx context.Context, e *Env, s *State) error {
 		{KubeletFlagsPath, kubelet.FlagsEnv(defaults, extra)},
 	}
 	for _, f := range files {
+		if f.path == KubeletConfigPath && sameYAML(e, f.path, f.data) {
+			continue // e.g. written by kubeadm with other formatting: same settings, leave it
+		}
 		if err := s.WriteFile(e, f.path, f.data, 0o644); err != nil {
 			return fmt.Errorf("write kubelet configuration: %w", err)
 		}
 	}
 	e.Logf("kubelet-config", "wrote %s from the cluster's kubelet-config, %s and %s", KubeletConfigPath, KubeletInstancePath, KubeletFlagsPath)
 	return nil
+}
+
+// sameYAML reports whether the host file holds the same YAML settings as data.
+func sameYAML(e *Env, hostPath string, data []byte) bool {
+	cur, err := e.ReadFile(hostPath)
+	if err != nil {
+		return false
+	}
+	var a, b any
+	if yaml.Unmarshal(cur, &a) != nil || yaml.Unmarshal(data, &b) != nil {
+		return false
+	}
+	return reflect.DeepEqual(a, b)
 }

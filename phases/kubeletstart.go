@@ -9,7 +9,7 @@ import (
 
 // KubeletStart (re)starts the kubelet through the init system, as kubeadm does.
 //
-//	Reads:  s.Opts.DryRun
+//	Reads:  s.Opts.DryRun, s.Changed (an unchanged node with a running kubelet is left alone)
 //	Writes: nothing in State; runs systemctl daemon-reload, enable, restart kubelet
 var KubeletStart = Phase{Name: "kubelet-start", Short: "Enable and (re)start the kubelet", Run: runKubeletStart}
 
@@ -21,12 +21,18 @@ func runKubeletStart(ctx context.Context, e *Env, s *State) error {
 		}
 		return nil
 	}
+	if !s.Changed {
+		if _, err := e.Exec.Run(ctx, "systemctl", "is-active", "--quiet", "kubelet"); err == nil {
+			e.Logf("kubelet-start", "kubelet already running with this configuration; not restarted")
+			return nil
+		}
+	}
 	for _, st := range steps {
 		if _, err := e.Exec.Run(ctx, "systemctl", st...); err != nil {
 			return operr.Wrap(operr.Other, err, "could not (re)start the kubelet", "check systemctl status kubelet and journalctl -xeu kubelet")
 		}
 	}
-	s.Changed = true
+	s.MarkChanged()
 	e.Logf("kubelet-start", "kubelet restarted with the new identity and configuration")
 	return nil
 }

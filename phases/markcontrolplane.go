@@ -76,7 +76,9 @@ func runMarkControlPlane(ctx context.Context, e *Env, s *State) error {
 	if !changed {
 		s.Unchanged()
 	}
-	s.Changed = s.Changed || changed
+	if changed {
+		s.MarkChanged()
+	}
 	e.Logf("mark-control-plane", "node %q labelled %s and tainted %s:NoSchedule", name, LabelControlPlane, LabelControlPlane)
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"kjoin.dev/kjoin/discovery"
 	"kjoin.dev/kjoin/operr"
 )
 
@@ -17,7 +18,7 @@ import (
 //
 //	Reads:  s.Opts (NodeName, CRISocket, IgnorePreflight); host files under env.Paths
 //	Writes: s.Warnings
-var Preflight = Phase{Name: "preflight", Short: "Check that this host can join", Run: runPreflight}
+var Preflight = Phase{ReadOnly: true, Name: "preflight", Short: "Check that this host can join", Run: runPreflight}
 
 // knownCRISockets are tried, in order, when --cri-socket is not given (as kubeadm).
 var knownCRISockets = []string{
@@ -32,6 +33,9 @@ type check struct {
 }
 
 func runPreflight(ctx context.Context, e *Env, s *State) error {
+	if err := checkOwnership(e, s); err != nil {
+		return err
+	}
 	checks := []check{
 		{"IsPrivilegedUser", func() (string, error) {
 			if e.Geteuid() != 0 {
@@ -46,7 +50,7 @@ func runPreflight(ctx context.Context, e *Env, s *State) error {
 			return "", nil
 		}},
 		{"Port-10250", func() (string, error) {
-			if e.PortInUse(10250) {
+			if e.PortInUse(10250) && !s.Own {
 				return "", fmt.Errorf("port 10250 is in use: a kubelet is probably running already (kjoin reset removes a previous join)")
 			}
 			return "", nil
@@ -73,14 +77,14 @@ func runPreflight(ctx context.Context, e *Env, s *State) error {
 	if s.Opts.ControlPlane {
 		for _, port := range []int{s.Opts.BindPort, 2379, 2380, 10257, 10259} {
 			checks = append(checks, check{fmt.Sprintf("Port-%d", port), func() (string, error) {
-				if e.PortInUse(port) {
+				if e.PortInUse(port) && !s.Own {
 					return "", fmt.Errorf("port %d is in use", port)
 				}
 				return "", nil
 			}})
 		}
 		checks = append(checks, check{"DirAvailable--etc-kubernetes-manifests", func() (string, error) {
-			if entries, err := os.ReadDir(e.Paths.Of(ManifestsDir)); err == nil && len(entries) > 0 {
+			if entries, err := os.ReadDir(e.Paths.Of(ManifestsDir)); err == nil && len(entries) > 0 && !s.Own {
 				return "", fmt.Errorf("%s is not empty", ManifestsDir)
 			}
 			return "", nil
@@ -88,7 +92,7 @@ func runPreflight(ctx context.Context, e *Env, s *State) error {
 	}
 	for _, f := range []string{KubeletKubeconfig, BootstrapKubeconfig, CACertPath} {
 		checks = append(checks, check{"FileAvailable-" + strings.ReplaceAll(f, "/", "-"), func() (string, error) {
-			if e.Exists(f) {
+			if e.Exists(f) && !s.Own {
 				return "", fmt.Errorf("%s already exists (this host was joined before? kjoin reset cleans it up)", f)
 			}
 			return "", nil
@@ -119,6 +123,42 @@ func runPreflight(ctx context.Context, e *Env, s *State) error {
 		}
 	}
 	e.Logf("preflight", "node %q, container runtime %s: checks passed", s.Opts.NodeName, s.Opts.CRISocket)
+	if s.Own {
+		e.Logf("preflight", "this node already holds (part of) this join: finishing it, changing only what is missing")
+	}
+	return nil
+}
+
+// checkOwnership decides whether files already on the node belong to this very join (an
+// interrupted or finished earlier run, or a node already joined to this cluster by kubeadm),
+// and refuses a node that belongs to another cluster.
+func checkOwnership(e *Env, s *State) error {
+	j := s.Journal
+	if j != nil && j.Node == s.Opts.NodeName && (j.CAPin == "" || len(s.Opts.Pins) == 0 || s.Opts.Pins[j.CAPin]) {
+		s.Own = len(j.Phases) > 0 || len(j.Files) > 0
+	}
+	caPEM, err := e.ReadFile(CACertPath)
+	if err != nil {
+		return nil
+	}
+	cas, err := discovery.ParseCerts(caPEM)
+	if err != nil {
+		return nil
+	}
+	pin := discovery.Pin(cas[0])
+	if len(s.Opts.Pins) > 0 && !s.Opts.Pins[pin] && e.Exists(KubeletKubeconfig) {
+		var asked []string
+		for p := range s.Opts.Pins {
+			asked = append(asked, p)
+		}
+		sort.Strings(asked)
+		s.Own = false
+		return operr.Newf(operr.Trust, "run kjoin reset on this node to leave the other cluster, then join again",
+			"this node is already joined to another cluster: its CA is %s, but this join pins %s", pin, strings.Join(asked, ", "))
+	}
+	if len(s.Opts.Pins) > 0 && e.Exists(KubeletKubeconfig) {
+		s.Own = true
+	}
 	return nil
 }
 

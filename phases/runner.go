@@ -18,6 +18,9 @@ type Phase struct {
 	Short string
 	// Needs names read-only phases that must run first when this phase runs alone.
 	Needs []string
+	// ReadOnly phases change nothing; the others report "unchanged" when they found their
+	// work already done.
+	ReadOnly bool
 	// Skip returns a reason to skip the phase for this state ("" runs it).
 	Skip func(*State) string
 	Run  func(ctx context.Context, e *Env, s *State) error
@@ -44,6 +47,8 @@ type RunOptions struct {
 	Skip []string
 	// Only, when set, runs just these phases (kjoin join phase <name>).
 	Only []string
+	// AfterPhase is called after each completed phase (fault injection in lab tests).
+	AfterPhase func(name string)
 }
 
 // Run executes the workflow in order and returns the per-phase results. It stops at the
@@ -70,6 +75,13 @@ func Run(ctx context.Context, e *Env, s *State, workflow []Phase, o RunOptions) 
 	if s.Started.IsZero() {
 		s.Started = e.Clock.Now()
 	}
+	if s.Journal == nil && !s.Opts.DryRun {
+		j, err := LoadJournal(e)
+		if err != nil {
+			return nil, operr.Wrap(operr.Other, err, "cannot read the join journal "+JournalPath, "remove it (kjoin reset) if it is corrupt")
+		}
+		s.Journal = j
+	}
 	var results []PhaseResult
 	for _, p := range workflow {
 		res := PhaseResult{Name: p.Name}
@@ -91,11 +103,12 @@ func Run(ctx context.Context, e *Env, s *State, workflow []Phase, o RunOptions) 
 		}
 		start := e.Clock.Now()
 		s.unchanged = false
+		changesBefore := s.changes
 		err := p.Run(ctx, e, s)
 		res.Duration = e.Clock.Since(start)
 		res.Millis = res.Duration.Milliseconds()
 		res.Status = "ran"
-		if s.unchanged {
+		if s.unchanged || (!p.ReadOnly && s.changes == changesBefore) {
 			res.Status = "unchanged"
 		}
 		if err != nil {
@@ -105,6 +118,15 @@ func Run(ctx context.Context, e *Env, s *State, workflow []Phase, o RunOptions) 
 		}
 		e.Debugf(p.Name, "done in %s", res.Duration.Round(time.Millisecond))
 		results = append(results, res)
+		if s.Journal != nil && !s.Opts.DryRun {
+			s.Journal.Completed(p.Name)
+			if err := s.Journal.Save(e); err != nil {
+				return results, operr.Wrap(operr.Other, err, "cannot save the join journal", "")
+			}
+		}
+		if o.AfterPhase != nil {
+			o.AfterPhase(p.Name)
+		}
 	}
 	return results, nil
 }

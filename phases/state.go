@@ -1,7 +1,9 @@
 package phases
 
 import (
+	"bytes"
 	"crypto"
+	"fmt"
 	"os"
 	"time"
 
@@ -123,12 +125,25 @@ type State struct {
 	PlannedWrites []PlannedWrite
 	PlannedAPI    []string
 
+	// Journal is the on-node record of this (or an interrupted earlier) join.
+	Journal *Journal
+	// Own is true when this node's existing files belong to this same join (journal or a
+	// node already joined to this cluster), so re-runs converge instead of failing preflight.
+	Own bool
+
 	Warnings []string
 	Started  time.Time
 	// Changed is set once anything on the host or in the cluster was changed.
 	Changed bool
 	// unchanged marks the running phase as having found its work already done.
 	unchanged bool
+	changes   int
+}
+
+// MarkChanged records a change to the host or the cluster.
+func (s *State) MarkChanged() {
+	s.Changed = true
+	s.changes++
 }
 
 // Unchanged marks the running phase as having found its work already done.
@@ -140,12 +155,24 @@ func (s *State) Warn(e *Env, phase, format string, args ...any) {
 	s.Warnings = append(s.Warnings, "["+phase+"] "+sprintf(format, args...))
 }
 
-// WriteFile writes a host file atomically, or records it in a dry run.
+// WriteFile writes a host file atomically (recording it in the journal), or records it in a
+// dry run. A file that already has this content and mode is left alone, mtime included.
 func (s *State) WriteFile(e *Env, hostPath string, data []byte, mode os.FileMode) error {
 	if s.Opts.DryRun {
 		s.PlannedWrites = append(s.PlannedWrites, PlannedWrite{Path: hostPath, Mode: mode})
 		return nil
 	}
-	s.Changed = true
+	if st, err := os.Lstat(e.Paths.Of(hostPath)); err == nil && st.Mode().Perm() == mode.Perm() {
+		if cur, err := os.ReadFile(e.Paths.Of(hostPath)); err == nil && bytes.Equal(cur, data) {
+			return nil
+		}
+	}
+	if s.Journal != nil {
+		s.Journal.Wrote(hostPath)
+		if err := s.Journal.Save(e); err != nil {
+			return fmt.Errorf("save journal: %w", err)
+		}
+	}
+	s.MarkChanged()
 	return atomicfile.Write(e.Paths.Of(hostPath), data, mode, 0o755)
 }

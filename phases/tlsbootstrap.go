@@ -2,7 +2,9 @@ package phases
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
+	"os"
 	"path"
 	"time"
 
@@ -28,44 +30,114 @@ var TLSBootstrap = Phase{Name: "tls-bootstrap", Short: "Request and install the 
 
 func runTLSBootstrap(ctx context.Context, e *Env, s *State) error {
 	name := s.Opts.NodeName
-	if err := refuseReadyNode(ctx, s, name); err != nil {
-		return err
-	}
-	if s.Opts.DryRun {
-		s.PlannedAPI = append(s.PlannedAPI, fmt.Sprintf("create CertificateSigningRequest (signer %s, CN system:node:%s) and wait for it to be issued", "kubernetes.io/kube-apiserver-client-kubelet", name))
-		ts := e.Clock.Now().Format("2006-01-02-15-04-05")
-		for _, w := range []PlannedWrite{{CACertPath, 0o644}, {path.Join(KubeletPKIDir, "kubelet-client-"+ts+".pem"), 0o600}, {KubeletClientCurrent, 0o777}, {KubeletKubeconfig, 0o600}} {
-			s.PlannedWrites = append(s.PlannedWrites, w)
-		}
-		return nil
-	}
-	key, err := pki.NewECKey()
-	if err != nil {
-		return fmt.Errorf("generate node key: %w", err)
-	}
-	s.NodeKey = key
-	req := tlsbootstrap.Request{
-		Client: s.BootstrapClient, NodeName: name, Key: key, Timeout: s.Opts.Timeouts.TLSBootstrap, Clock: e.Clock,
-		Logf: func(f string, a ...any) { e.Debugf("tls-bootstrap", f, a...) },
-	}
-	csrName, err := tlsbootstrap.Create(ctx, req)
-	if err != nil {
-		return err
-	}
-	s.CSRName = csrName
-	s.Changed = true
-	e.Logf("tls-bootstrap", "created CSR %s for system:node:%s (key generated on this node)", csrName, name)
-	issued, err := tlsbootstrap.Wait(ctx, req, csrName)
-	if err != nil {
-		return err
-	}
-	e.Logf("tls-bootstrap", "CSR %s approved and signed in %s", csrName, issued.Signed.Round(time.Millisecond))
 	server := s.Discovery.Server
 	if s.Opts.ControlPlane {
 		// As kubeadm: a control plane's kubelet talks to its own API server.
 		server = "https://" + joinHostPort(s.Opts.AdvertiseAddress, s.Opts.BindPort)
 	}
-	return installKubeletIdentity(e, s, server, issued.CertPEM)
+	if s.Own {
+		if p, ok := validIdentity(e, s); ok {
+			s.ClientCertPath = p
+			e.Logf("tls-bootstrap", "the kubelet already holds a valid client certificate for system:node:%s (%s)", name, p)
+			return writeKubeletKubeconfig(e, s, server)
+		}
+	} else if err := refuseReadyNode(ctx, s, name); err != nil {
+		return err
+	}
+	if s.Opts.DryRun {
+		s.PlannedAPI = append(s.PlannedAPI, fmt.Sprintf("create CertificateSigningRequest (signer %s, CN system:node:%s) and wait for it to be issued", "kubernetes.io/kube-apiserver-client-kubelet", name))
+		ts := e.Clock.Now().Format("2006-01-02-15-04-05")
+		s.PlannedWrites = append(s.PlannedWrites, PlannedWrite{CACertPath, 0o644}, PlannedWrite{path.Join(KubeletPKIDir, "kubelet-client-"+ts+".pem"), 0o600},
+			PlannedWrite{KubeletClientCurrent, 0o777}, PlannedWrite{KubeletKubeconfig, 0o600})
+		return nil
+	}
+	req := tlsbootstrap.Request{
+		Client: s.BootstrapClient, NodeName: name, Timeout: s.Opts.Timeouts.TLSBootstrap, Clock: e.Clock,
+		Logf: func(f string, a ...any) { e.Debugf("tls-bootstrap", f, a...) },
+	}
+	// Resume a CSR an interrupted run created: its key was kept on the node until issued.
+	csrName := ""
+	if j := s.Journal; j != nil && j.CSR != "" && j.PendingKey != "" {
+		if keyPEM, err := e.ReadFile(j.PendingKey); err == nil {
+			if key, err := pki.ParseKey(keyPEM); err == nil {
+				csrName, req.Key = j.CSR, key
+				e.Logf("tls-bootstrap", "resuming CSR %s from an interrupted run", csrName)
+			}
+		}
+	}
+	if csrName == "" {
+		key, err := pki.NewECKey()
+		if err != nil {
+			return fmt.Errorf("generate node key: %w", err)
+		}
+		req.Key = key
+		keyPEM, err := pki.EncodeKey(key)
+		if err != nil {
+			return err
+		}
+		if err := s.WriteFile(e, pendingKeyPath, keyPEM, 0o600); err != nil {
+			return err
+		}
+		if csrName, err = tlsbootstrap.Create(ctx, req); err != nil {
+			return err
+		}
+		s.MarkChanged()
+		if j := s.Journal; j != nil {
+			j.CSR, j.PendingKey = csrName, pendingKeyPath
+			if err := j.Save(e); err != nil {
+				return err
+			}
+		}
+		e.Logf("tls-bootstrap", "created CSR %s for system:node:%s (key generated on this node)", csrName, name)
+	}
+	s.NodeKey, s.CSRName = req.Key, csrName
+	issued, err := tlsbootstrap.Wait(ctx, req, csrName)
+	if err != nil {
+		return err
+	}
+	e.Logf("tls-bootstrap", "CSR %s approved and signed in %s", csrName, issued.Signed.Round(time.Millisecond))
+	if err := installKubeletIdentity(e, s, server, issued.CertPEM); err != nil {
+		return err
+	}
+	if j := s.Journal; j != nil {
+		j.PendingKey = ""
+		if err := j.Save(e); err != nil {
+			return err
+		}
+	}
+	return os.Remove(e.Paths.Of(pendingKeyPath))
+}
+
+// pendingKeyPath keeps the node key of an unissued CSR so an interrupted join can resume it.
+const pendingKeyPath = "/var/lib/kubelet/pki/kjoin-pending-client.key"
+
+// validIdentity reports whether the kubelet's current client certificate is this node's,
+// issued by the cluster CA and valid for at least another hour.
+func validIdentity(e *Env, s *State) (string, bool) {
+	target, err := os.Readlink(e.Paths.Of(KubeletClientCurrent))
+	if err != nil {
+		return "", false
+	}
+	b, err := e.ReadFile(target)
+	if err != nil {
+		return "", false
+	}
+	cert, err := pki.ParseCert(b)
+	if err != nil || cert.Subject.CommonName != "system:node:"+s.Opts.NodeName {
+		return "", false
+	}
+	if _, err := pki.ParseKey(b); err != nil {
+		return "", false
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(s.Discovery.CAData)
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, CurrentTime: e.Clock.Now()}); err != nil {
+		return "", false
+	}
+	if cert.NotAfter.Before(e.Clock.Now().Add(time.Hour)) {
+		return "", false
+	}
+	return target, true
 }
 
 // refuseReadyNode applies kubeadm's rule: never take over the name of a Ready Node.
@@ -97,13 +169,26 @@ func installKubeletIdentity(e *Env, s *State, server string, certPEM []byte) err
 		return err
 	}
 	pemPath := path.Join(KubeletPKIDir, "kubelet-client-"+e.Clock.Now().Format("2006-01-02-15-04-05")+".pem")
-	if err := s.WriteFile(e, CACertPath, s.Discovery.CAData, 0o644); err != nil {
-		return err
-	}
 	if err := s.WriteFile(e, pemPath, append(append(append([]byte{}, certPEM...), '\n'), keyPEM...), 0o600); err != nil {
 		return err
 	}
 	if err := atomicfile.Symlink(pemPath, e.Paths.Of(KubeletClientCurrent)); err != nil {
+		return err
+	}
+	if s.Journal != nil {
+		s.Journal.Wrote(KubeletClientCurrent)
+	}
+	s.ClientCertPath = pemPath
+	if err := writeKubeletKubeconfig(e, s, server); err != nil {
+		return err
+	}
+	e.Logf("tls-bootstrap", "wrote %s and %s", pemPath, KubeletKubeconfig)
+	return nil
+}
+
+// writeKubeletKubeconfig writes kubelet.conf pointing at the rotating -current.pem, and the CA.
+func writeKubeletKubeconfig(e *Env, s *State, server string) error {
+	if err := s.WriteFile(e, CACertPath, s.Discovery.CAData, 0o644); err != nil {
 		return err
 	}
 	kc := clientcmdapi.NewConfig()
@@ -115,10 +200,5 @@ func installKubeletIdentity(e *Env, s *State, server string, certPEM []byte) err
 	if err != nil {
 		return err
 	}
-	if err := s.WriteFile(e, KubeletKubeconfig, b, 0o600); err != nil {
-		return err
-	}
-	s.ClientCertPath = pemPath
-	e.Logf("tls-bootstrap", "wrote %s and %s", pemPath, KubeletKubeconfig)
-	return nil
+	return s.WriteFile(e, KubeletKubeconfig, b, 0o600)
 }

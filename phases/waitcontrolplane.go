@@ -19,7 +19,7 @@ import (
 //
 //	Reads:  s.Discovery.CAData, s.Opts (AdvertiseAddress, BindPort, Timeouts)
 //	Writes: nothing
-var WaitControlPlane = Phase{Name: "wait-control-plane", Short: "Wait for this node's API server, controller-manager and scheduler", Skip: func(s *State) string {
+var WaitControlPlane = Phase{ReadOnly: true, Name: "wait-control-plane", Short: "Wait for this node's API server, controller-manager and scheduler", Skip: func(s *State) string {
 	if r := workerSkip(s); r != "" {
 		return r
 	}

@@ -20,7 +20,7 @@ import (
 //
 //	Reads:  s.Discovery (Server, CAData), s.Opts (NodeName, Wait, WaitReady, WaitReadyTimeout, ReadyGrace, Timeouts), s.Started
 //	Writes: s.NodeClient, s.RegisteredAfter, s.ReadyAfter, s.Ready
-var WaitReady = Phase{
+var WaitReady = Phase{ReadOnly: true,
 	Name:  "wait-ready",
 	Short: "Wait for the Node to register and report Ready", Needs: []string{"discovery"},
 	Skip: func(s *State) string {

@@ -3,11 +3,14 @@
 package discoverytest
 
 import (
+	"crypto"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -27,9 +30,10 @@ import (
 // Server is a fake API server endpoint for discovery.
 type Server struct {
 	*httptest.Server
-	CA     *x509.Certificate
-	CAPEM  []byte
-	Pin    string
+	CA           *x509.Certificate
+	CAKey        crypto.Signer
+	CAPEM        []byte
+	Pin          string
 	APIServerURL string // the API server URL written into cluster-info
 	// CredentialSeen is set if any request carried an Authorization header.
 	CredentialSeen atomic.Bool
@@ -56,7 +60,7 @@ func New(t testing.TB, server string, tokens ...string) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{CA: ca, CAPEM: pki.EncodeCert(ca), APIServerURL: server}
+	s := &Server{CA: ca, CAKey: key, CAPEM: pki.EncodeCert(ca), APIServerURL: server}
 	s.Pin = pinOf(ca)
 	cm := ClusterInfo(t, s.CAPEM, server, tokens...)
 	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -99,4 +103,24 @@ func ClusterInfo(t testing.TB, caPEM []byte, server string, tokens ...string) *c
 func pinOf(c *x509.Certificate) string {
 	sum := sha256.Sum256(c.RawSubjectPublicKeyInfo)
 	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// SignCSR issues a one-year client certificate for a PEM CSR with the server's CA, as the
+// controller-manager's signer does for kubelet client CSRs.
+func (s *Server) SignCSR(csrPEM []byte) ([]byte, error) {
+	b, _ := pem.Decode(csrPEM)
+	if b == nil {
+		return nil, fmt.Errorf("no PEM CSR")
+	}
+	req, err := x509.ParseCertificateRequest(b.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	c, err := pki.NewSignedCert(pki.CertConfig{CommonName: req.Subject.CommonName, Organization: req.Subject.Organization,
+		Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, NotBefore: now.Add(-time.Minute), NotAfter: now.Add(365 * 24 * time.Hour)}, req.PublicKey, s.CA, s.CAKey)
+	if err != nil {
+		return nil, err
+	}
+	return pki.EncodeCert(c), nil
 }

@@ -31,7 +31,8 @@ node's key here, sends a CertificateSigningRequest and installs the signed certi
 the kubelet. --discovery-token-unsafe-skip-ca-verification drops the pin check, so anyone who
 knows the token could impersonate the control plane: avoid it.
 
-Keep tokens off the command line: --token-file PATH, --token-file - (stdin) or KJOIN_TOKEN.`
+Keep tokens off the command line: --token-file PATH, --token-file - (stdin) or KJOIN_TOKEN;
+the certificate key can come from KJOIN_CERTIFICATE_KEY.`
 
 // JoinOptions are the flag values of kjoin join.
 type JoinOptions struct {
@@ -263,6 +264,9 @@ func (o *JoinOptions) resolve(deps *Deps, warn func(string)) (phases.Options, er
 	po.Endpoint, po.UnsafeSkipCAVerification, po.DiscoveryFile = endpoint, unsafe, discoveryFile
 	po.NodeName, po.CRISocket, po.PatchesDir, po.DryRun = nodeName, criSocket, patches, dryRun
 	if controlPlane {
+		if certKey == "" {
+			certKey = strings.TrimSpace(deps.Getenv("KJOIN_CERTIFICATE_KEY"))
+		}
 		po.ControlPlane, po.CertificateKey, po.AdvertiseAddress = true, certKey, advertise
 	}
 	for _, n := range ignore {
