@@ -36,11 +36,11 @@ func (f *fakeCluster) MemberList(context.Context, ...clientv3.OpOption) (*client
 	defer f.mu.Unlock()
 	var ms []*etcdserverpb.Member
 	for _, m := range f.members {
-		c := *m
+		c := &etcdserverpb.Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, IsLearner: m.IsLearner}
 		if c.Name == "" && f.started {
 			c.Name = "cp2"
 		}
-		ms = append(ms, &c)
+		ms = append(ms, c)
 	}
 	return &clientv3.MemberListResponse{Members: ms}, nil
 }

@@ -88,6 +88,9 @@ func runEtcdJoin(ctx context.Context, e *Env, s *State) error {
 		return err
 	}
 	s.EtcdMemberID = res.ID
+	if j := s.Journal; j != nil {
+		j.EtcdMemberID, j.EtcdPeerURL = res.ID, peerURL
+	}
 	if res.Added {
 		s.MarkChanged()
 	}
@@ -117,8 +120,11 @@ func etcdEndpoints(ctx context.Context, s *State) ([]string, error) {
 	return eps, nil
 }
 
-func etcdTLS(e *Env, s *State) (*tls.Config, error) {
-	dir := path.Join(s.Cluster.CertificatesDir, "etcd")
+func etcdTLS(e *Env, s *State) (*tls.Config, error) { return etcdTLSFrom(e, s.Cluster.CertificatesDir) }
+
+// etcdTLSFrom is the etcd client TLS of this node: etcd CA and healthcheck-client certificate.
+func etcdTLSFrom(e *Env, certificatesDir string) (*tls.Config, error) {
+	dir := path.Join(certificatesDir, "etcd")
 	ca, err := e.ReadFile(path.Join(dir, "ca.crt"))
 	if err != nil {
 		return nil, err

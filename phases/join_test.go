@@ -67,6 +67,9 @@ func (f *fakeRunner) Run(ctx context.Context, name string, args ...string) ([]by
 	if strings.HasPrefix(cmd, "systemctl is-active") {
 		return nil, os.ErrNotExist
 	}
+	if cmd == "systemctl stop kubelet" {
+		f.active = false
+	}
 	if cmd == "systemctl restart kubelet" {
 		f.active = true
 		now := metav1.NewMicroTime(time.Now())
@@ -364,5 +367,39 @@ func TestJoinedToAnotherClusterIsRefused(t *testing.T) {
 	_, err := Run(context.Background(), h.env, &State{Opts: o}, Join, RunOptions{})
 	if operr.CodeOf(err) != operr.Trust || !strings.Contains(err.Error(), h.server.Pin) || !strings.Contains(err.Error(), other.Pin) || !strings.Contains(operr.HintOf(err), "kjoin reset") {
 		t.Fatalf("got %v (hint %q)", err, operr.HintOf(err))
+	}
+}
+
+func TestResetUndoesAWorkerJoinAndIsIdempotent(t *testing.T) {
+	h := newTestHost(t)
+	if _, err := Run(context.Background(), h.env, &State{Opts: h.options(t)}, Join, RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	unrelated := h.env.Paths.Of("/etc/kubernetes/unrelated.conf")
+	_ = os.WriteFile(unrelated, []byte("x"), 0o600)
+	rep, err := Reset(context.Background(), h.env, ResetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Changed || !rep.KubeletStopped || rep.Node != "w1" || rep.Role != "worker" {
+		t.Errorf("report %+v", rep)
+	}
+	for _, p := range []string{KubeletKubeconfig, CACertPath, KubeletConfigPath, KubeletFlagsPath, KubeletInstancePath, KubeletClientCurrent, JournalPath} {
+		if _, err := os.Lstat(h.env.Paths.Of(p)); err == nil {
+			t.Errorf("%s survived reset", p)
+		}
+	}
+	if _, err := os.Stat(unrelated); err != nil {
+		t.Error("reset removed a file the join did not write")
+	}
+	h.runner.active = false
+	rep, err = Reset(context.Background(), h.env, ResetOptions{})
+	if err != nil || rep.Changed {
+		t.Errorf("second reset: %+v %v", rep, err)
+	}
+	// And the node can join again (once its old Node is gone or no longer Ready, kubeadm's rule).
+	_ = h.client.CoreV1().Nodes().Delete(context.Background(), "w1", metav1.DeleteOptions{})
+	if _, err := Run(context.Background(), h.env, &State{Opts: h.options(t)}, Join, RunOptions{}); err != nil {
+		t.Fatalf("join after reset: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -354,6 +355,14 @@ func runJoin(cmd *cobra.Command, deps *Deps, o *JoinOptions) error {
 		if o.OnlyPhase != "" {
 			ro.Only = []string{o.OnlyPhase}
 		}
+		if stop := deps.Getenv("KJOIN_FAULT_KILL_AFTER"); stop != "" {
+			// Fault injection for the lab's resume tests: die like kill -9 after a phase.
+			ro.AfterPhase = func(name string) {
+				if name == stop {
+					_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				}
+			}
+		}
 		results, err = phases.Run(cmd.Context(), env, s, phases.Join, ro)
 	}
 	report := JoinReport{
@@ -404,13 +413,15 @@ func printJoinSummary(w io.Writer, s *phases.State, r JoinReport) {
 		}
 		return
 	}
-	if s.CSRName == "" {
-		fmt.Fprintf(w, "Phases run: %d.\n", len(r.Phases))
+	if !s.Changed {
+		fmt.Fprintf(w, "This node is already joined to the cluster as %q (%s); nothing changed.\n", r.Node, r.Role)
 		return
 	}
 	fmt.Fprintf(w, "This node has joined the cluster as %q (%s).\n", r.Node, r.Role)
 	fmt.Fprintf(w, "  CA:                 %s\n", r.CAPin)
-	fmt.Fprintf(w, "  client certificate: %s (CSR %s)\n", r.ClientCertificate, r.CSR)
+	if r.CSR != "" {
+		fmt.Fprintf(w, "  client certificate: %s (CSR %s)\n", r.ClientCertificate, r.CSR)
+	}
 	if s.RegisteredAfter > 0 {
 		fmt.Fprintf(w, "  registered after:   %s\n", s.RegisteredAfter.Round(time.Millisecond))
 	}

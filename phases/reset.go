@@ -1,0 +1,302 @@
+package phases
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+
+	"kjoin.dev/kjoin/etcd"
+	"kjoin.dev/kjoin/operr"
+	"kjoin.dev/kjoin/pki"
+)
+
+// ResetOptions configure kjoin reset.
+type ResetOptions struct {
+	// Force removes the etcd member even when that leaves etcd without quorum.
+	Force bool
+	// DeleteNode deletes the Node object with admin credentials (Kubeconfig).
+	DeleteNode bool
+	Kubeconfig string
+}
+
+// ResetReport says what reset did.
+type ResetReport struct {
+	Changed           bool     `json:"changed"`
+	Node              string   `json:"node,omitempty"`
+	Role              string   `json:"role"`
+	EtcdMemberRemoved string   `json:"etcdMemberRemoved,omitempty"`
+	NodeDeleted       bool     `json:"nodeDeleted"`
+	KubeletStopped    bool     `json:"kubeletStopped"`
+	RemovedFiles      []string `json:"removedFiles"`
+	Warnings          []string `json:"warnings"`
+}
+
+// kubeadmFiles are the files and directories kubeadm join writes, removed for nodes joined
+// without a journal (by kubeadm).
+var kubeadmFiles = []string{
+	AdminKubeconfig, "/etc/kubernetes/super-admin.conf", KubeletKubeconfig, BootstrapKubeconfig,
+	"/etc/kubernetes/controller-manager.conf", "/etc/kubernetes/scheduler.conf",
+	path.Join(ManifestsDir, "etcd.yaml"), path.Join(ManifestsDir, "kube-apiserver.yaml"),
+	path.Join(ManifestsDir, "kube-controller-manager.yaml"), path.Join(ManifestsDir, "kube-scheduler.yaml"),
+	PKIDir, KubeletConfigPath, KubeletInstancePath, KubeletFlagsPath, KubeletPKIDir,
+}
+
+// Reset undoes a join on this node: for a control plane it first removes its own etcd member
+// (refusing when that would break quorum, unless forced) and its static pods, then stops the
+// kubelet and removes the files the join wrote (from the journal, or kubeadm's list for
+// nodes kubeadm joined). It is idempotent.
+func Reset(ctx context.Context, e *Env, o ResetOptions) (*ResetReport, error) {
+	r := &ResetReport{Role: "worker", RemovedFiles: []string{}, Warnings: []string{}}
+	j, err := LoadJournal(e)
+	if err != nil {
+		return r, operr.Wrap(operr.Other, err, "cannot read the join journal", "")
+	}
+	r.Node = j.Node
+	if r.Node == "" {
+		r.Node = nodeNameFromCert(e)
+	}
+	etcdManifest, _ := e.ReadFile(path.Join(ManifestsDir, "etcd.yaml"))
+	if j.Role == "control-plane" || e.Exists(path.Join(ManifestsDir, "kube-apiserver.yaml")) {
+		r.Role = "control-plane"
+	}
+	warn := func(format string, a ...any) {
+		w := fmt.Sprintf(format, a...)
+		r.Warnings = append(r.Warnings, w)
+		e.Logf("reset", "WARNING: %s", w)
+	}
+
+	if o.DeleteNode && r.Node != "" {
+		if err := deleteNode(ctx, e, o.Kubeconfig, r.Node); err != nil {
+			return r, err
+		}
+		r.NodeDeleted, r.Changed = true, true
+		e.Logf("reset", "deleted Node %q", r.Node)
+	}
+	if len(etcdManifest) > 0 {
+		id, err := removeEtcdMember(ctx, e, etcdManifest, o.Force, warn)
+		if err != nil {
+			return r, err
+		}
+		if id != "" {
+			r.EtcdMemberRemoved, r.Changed = id, true
+		}
+	}
+	// Static pods first, while the kubelet can still stop them; then the kubelet itself.
+	manifests, _ := filepath.Glob(e.Paths.Of(path.Join(ManifestsDir, "*.yaml")))
+	for _, m := range manifests {
+		if err := os.Remove(m); err == nil {
+			r.RemovedFiles = append(r.RemovedFiles, strings.TrimPrefix(m, strings.TrimSuffix(e.Paths.Of("/"), "/")))
+			r.Changed = true
+		}
+	}
+	if len(manifests) > 0 {
+		waitPortsFree(ctx, e, []int{6443, 2379, 2380, 10257, 10259}, 60*time.Second)
+	}
+	if _, err := e.Exec.Run(ctx, "systemctl", "is-active", "--quiet", "kubelet"); err == nil {
+		if _, err := e.Exec.Run(ctx, "systemctl", "stop", "kubelet"); err != nil {
+			warn("could not stop the kubelet: %v", err)
+		} else {
+			r.KubeletStopped, r.Changed = true, true
+			e.Logf("reset", "stopped the kubelet")
+		}
+	}
+	targets := append(append([]string{}, j.Files...), kubeadmFiles...)
+	if j.PendingKey != "" {
+		targets = append(targets, j.PendingKey)
+	}
+	clients, _ := filepath.Glob(e.Paths.Of(path.Join(KubeletPKIDir, "kubelet-client-*.pem")))
+	for _, c := range clients {
+		targets = append(targets, strings.TrimPrefix(c, strings.TrimSuffix(e.Paths.Of("/"), "/")))
+	}
+	if len(etcdManifest) > 0 {
+		if dir := etcdDataDir(etcdManifest); dir != "" {
+			targets = append(targets, dir)
+		}
+	}
+	sort.Strings(targets)
+	for _, t := range targets {
+		p := e.Paths.Of(t)
+		if _, err := os.Lstat(p); err != nil {
+			continue
+		}
+		if err := os.RemoveAll(p); err != nil {
+			return r, operr.Wrap(operr.Other, err, "cannot remove "+t, "")
+		}
+		r.RemovedFiles = append(r.RemovedFiles, t)
+		r.Changed = true
+	}
+	if err := RemoveJournal(e); err != nil {
+		return r, err
+	}
+	if r.Changed {
+		e.Logf("reset", "removed %d files; the node left the cluster", len(r.RemovedFiles))
+	} else {
+		e.Logf("reset", "nothing to reset: this node holds no join")
+	}
+	return r, nil
+}
+
+func nodeNameFromCert(e *Env) string {
+	b, err := e.ReadFile(KubeletClientCurrent)
+	if err != nil {
+		return ""
+	}
+	c, err := pki.ParseCert(b)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimPrefix(c.Subject.CommonName, "system:node:")
+}
+
+func deleteNode(ctx context.Context, e *Env, kubeconfig, name string) error {
+	if kubeconfig == "" {
+		kubeconfig = AdminKubeconfig
+	}
+	b, err := e.ReadFile(kubeconfig)
+	if err != nil {
+		return operr.Wrap(operr.Usage, err, "--delete-node needs admin credentials", "pass --kubeconfig with a cluster-admin kubeconfig")
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(b)
+	if err != nil {
+		return operr.Wrap(operr.Usage, err, "unusable kubeconfig "+kubeconfig, "")
+	}
+	cfg.Timeout = 15 * time.Second
+	c, err := e.NewClient(cfg)
+	if err != nil {
+		return err
+	}
+	err = c.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
+	if apierrors.IsForbidden(err) {
+		return operr.Wrap(operr.Auth, err, "the kubeconfig's user may not delete nodes", "pass --kubeconfig with a cluster-admin kubeconfig")
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return operr.Wrap(operr.Other, err, "delete Node "+name, "")
+	}
+	return nil
+}
+
+// staticPodFlags reads the command flags of a static pod manifest.
+func staticPodFlags(manifest []byte) map[string]string {
+	var pod struct {
+		Spec struct {
+			Containers []struct {
+				Command []string `json:"command"`
+			} `json:"containers"`
+		} `json:"spec"`
+	}
+	flags := map[string]string{}
+	if yaml.Unmarshal(manifest, &pod) != nil || len(pod.Spec.Containers) == 0 {
+		return flags
+	}
+	for _, a := range pod.Spec.Containers[0].Command {
+		if k, v, ok := strings.Cut(strings.TrimPrefix(a, "--"), "="); ok {
+			flags[k] = v
+		}
+	}
+	return flags
+}
+
+func etcdDataDir(manifest []byte) string { return staticPodFlags(manifest)["data-dir"] }
+
+// removeEtcdMember removes this node's etcd member, refusing to break quorum unless forced.
+func removeEtcdMember(ctx context.Context, e *Env, manifest []byte, force bool, warn func(string, ...any)) (string, error) {
+	flags := staticPodFlags(manifest)
+	peerURL := flags["initial-advertise-peer-urls"]
+	clientURL := flags["advertise-client-urls"]
+	if peerURL == "" {
+		return "", nil
+	}
+	tlsCfg, err := etcdTLSFrom(e, "/etc/kubernetes/pki")
+	if err != nil {
+		warn("cannot read this node's etcd client certificate (%v); its etcd member was not removed", err)
+		return "", nil
+	}
+	cli, err := etcd.Client([]string{clientURL}, tlsCfg)
+	if err != nil {
+		return "", operr.Wrap(operr.Other, err, "connect to etcd", "")
+	}
+	defer cli.Close()
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	list, err := cli.MemberList(cctx)
+	if err != nil {
+		if force {
+			warn("etcd is unreachable (%v); member not removed (--force)", err)
+			return "", nil
+		}
+		return "", operr.Wrap(operr.Other, err, "etcd does not answer, so this node's member cannot be removed safely", "fix etcd, or pass --force to reset anyway (then remove the member by hand: etcdctl member remove)")
+	}
+	var self uint64
+	voters, healthyOthers := 0, 0
+	for _, m := range list.Members {
+		mine := false
+		for _, u := range m.PeerURLs {
+			if u == peerURL {
+				self, mine = m.ID, true
+			}
+		}
+		if m.IsLearner {
+			continue
+		}
+		voters++
+		if !mine && len(m.ClientURLs) > 0 && memberHealthy(ctx, cli, m.ClientURLs[0]) {
+			healthyOthers++
+		}
+	}
+	if self == 0 {
+		return "", nil
+	}
+	remaining := voters - 1
+	if remaining == 0 && !force {
+		return "", operr.New(operr.Preflight, "this node holds the last etcd member: removing it destroys the cluster's data", "pass --force if that is what you want")
+	}
+	if remaining > 0 && healthyOthers < remaining/2+1 && !force {
+		return "", operr.Newf(operr.Preflight, "bring the other control planes' etcd back first, or pass --force",
+			"removing this etcd member would leave %d voting member(s) of which only %d are healthy: etcd would lose quorum", remaining, healthyOthers)
+	}
+	rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer rcancel()
+	if _, err := cli.MemberRemove(rctx, self); err != nil {
+		return "", operr.Wrap(operr.Other, err, fmt.Sprintf("remove etcd member %x", self), "")
+	}
+	e.Logf("reset", "removed etcd member %x (%s)", self, peerURL)
+	return fmt.Sprintf("%x", self), nil
+}
+
+func memberHealthy(ctx context.Context, cli *clientv3.Client, url string) bool {
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err := cli.Status(cctx, url)
+	return err == nil
+}
+
+func waitPortsFree(ctx context.Context, e *Env, ports []int, timeout time.Duration) {
+	deadline := e.Clock.Now().Add(timeout)
+	for e.Clock.Now().Before(deadline) {
+		busy := false
+		for _, p := range ports {
+			if e.PortInUse(p) {
+				busy = true
+			}
+		}
+		if !busy {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.Clock.After(250 * time.Millisecond):
+		}
+	}
+}
