@@ -7,6 +7,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -109,9 +110,11 @@ func newTestHost(t *testing.T, objs ...runtime.Object) *testHost {
 	client := fake.NewClientset(objs...)
 	h := &testHost{client: client, runner: &fakeRunner{client: client, node: "w1"}, out: &bytes.Buffer{}, root: root}
 	h.server = discoverytest.New(t, "https://cp.example:6443", testToken)
+	csrCount := 0
 	client.PrependReactor("create", "certificatesigningrequests", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		csr := a.(k8stesting.CreateAction).GetObject().(*certificatesv1.CertificateSigningRequest)
-		csr.Name = csr.GenerateName + "x1"
+		csrCount++
+		csr.Name = csr.GenerateName + "x" + strconv.Itoa(csrCount)
 		cert, err := h.server.SignCSR(csr.Spec.Request)
 		if err != nil {
 			return true, nil, err
