@@ -11,8 +11,10 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
@@ -109,6 +111,13 @@ func Reset(ctx context.Context, e *Env, o ResetOptions) (*ResetReport, error) {
 		} else {
 			r.KubeletStopped, r.Changed = true, true
 			e.Logf("reset", "stopped the kubelet")
+		}
+	}
+	if r.KubeletStopped && !r.NodeDeleted && r.Node != "" {
+		// Tell the cluster now, with the node's own identity, rather than after the node
+		// monitor's grace period: a Ready Node would block re-joining under the same name.
+		if err := markNodeGone(ctx, e, r.Node); err != nil {
+			warn("could not mark Node %q not ready (%v); it turns NotReady after the node monitor grace period", r.Node, err)
 		}
 	}
 	targets := append(append([]string{}, j.Files...), kubeadmFiles...)
@@ -299,4 +308,49 @@ func waitPortsFree(ctx context.Context, e *Env, ports []int, timeout time.Durati
 		case <-e.Clock.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// markNodeGone sets the Node's Ready condition to Unknown, as the node lifecycle controller
+// would once the kubelet stops reporting.
+func markNodeGone(ctx context.Context, e *Env, name string) error {
+	b, err := e.ReadFile(KubeletKubeconfig)
+	if err != nil {
+		return err
+	}
+	kc, err := clientcmd.Load(b)
+	if err != nil {
+		return err
+	}
+	kctx := kc.Contexts[kc.CurrentContext]
+	if kctx == nil || kc.Clusters[kctx.Cluster] == nil || kc.AuthInfos[kctx.AuthInfo] == nil {
+		return fmt.Errorf("%s has no usable current context", KubeletKubeconfig)
+	}
+	cluster, auth := kc.Clusters[kctx.Cluster], kc.AuthInfos[kctx.AuthInfo]
+	cfg := &rest.Config{Host: cluster.Server, Timeout: 10 * time.Second, TLSClientConfig: rest.TLSClientConfig{
+		CAData: cluster.CertificateAuthorityData, CertFile: e.Paths.Of(auth.ClientCertificate), KeyFile: e.Paths.Of(auth.ClientKey),
+		CertData: auth.ClientCertificateData, KeyData: auth.ClientKeyData,
+	}}
+	if auth.ClientCertificate == "" {
+		cfg.TLSClientConfig.CertFile, cfg.TLSClientConfig.KeyFile = "", ""
+	}
+	c, err := e.NewClient(cfg)
+	if err != nil {
+		return err
+	}
+	node, err := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	now := metav1.NewTime(e.Clock.Now())
+	for i, cond := range node.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			node.Status.Conditions[i].Status = corev1.ConditionUnknown
+			node.Status.Conditions[i].Reason = "KjoinReset"
+			node.Status.Conditions[i].Message = "kjoin reset stopped this node's kubelet"
+			node.Status.Conditions[i].LastTransitionTime = now
+			node.Status.Conditions[i].LastHeartbeatTime = now
+		}
+	}
+	_, err = c.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+	return err
 }

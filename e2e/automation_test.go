@@ -1,0 +1,204 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kjoin.dev/kjoin/e2e/framework"
+	"kjoin.dev/kjoin/e2e/lab"
+)
+
+var workerPhases = []string{"preflight", "discovery", "tls-bootstrap", "kubelet-config", "kubelet-start"}
+var controlPlanePhases = []string{"preflight", "discovery", "control-plane-prepare", "tls-bootstrap", "kubelet-config", "kubelet-start", "etcd-join", "mark-control-plane", "wait-control-plane"}
+
+// joinFilesMtimes records the mtimes of every file a join writes on host.
+func joinFilesMtimes(t *testing.T, c *framework.Cluster, host string, cp bool) map[string]time.Time {
+	t.Helper()
+	files := append([]string{}, joinFiles...)
+	if cp {
+		files = append(files, "/etc/kubernetes/admin.conf", "/etc/kubernetes/manifests/etcd.yaml", "/etc/kubernetes/manifests/kube-apiserver.yaml",
+			"/etc/kubernetes/pki/apiserver.crt", "/etc/kubernetes/pki/etcd/peer.crt", "/etc/kubernetes/pki/ca.key")
+	}
+	out := map[string]time.Time{}
+	for _, f := range files {
+		st, err := os.Stat(c.HostPath(host, f))
+		if err != nil {
+			t.Fatalf("%s:%s: %v", host, f, err)
+		}
+		out[f] = st.ModTime()
+	}
+	return out
+}
+
+func assertUnchangedRerun(t *testing.T, c *framework.Cluster, host string, r lab.Result, before map[string]time.Time) {
+	t.Helper()
+	if r.ExitCode != 0 {
+		t.Fatalf("re-run exit %d: %s", r.ExitCode, r.Stderr)
+	}
+	out := parseJoinJSON(t, r)
+	if out.Changed {
+		t.Errorf("re-run on a joined node reports changed: %s", r.Stdout)
+	}
+	for _, p := range out.Phases {
+		if p.Status == "ran" && p.Name != "preflight" && p.Name != "discovery" && !strings.HasPrefix(p.Name, "wait-") {
+			t.Errorf("phase %s ran on a joined node", p.Name)
+		}
+	}
+	for f, m := range before {
+		if st, err := os.Stat(c.HostPath(host, f)); err != nil || !st.ModTime().Equal(m) {
+			t.Errorf("%s was rewritten by the re-run", f)
+		}
+	}
+}
+
+// TestRerunResetRejoin: re-running a join on a joined worker and control plane changes
+// nothing; reset then join again works for both roles, and reset works on a kubeadm-joined worker.
+func TestRerunResetRejoin(t *testing.T) {
+	c := framework.Get(t)
+	t.Run("worker", func(t *testing.T) {
+		c.Host(t, "w5")
+		if r := kjoinJoin(t, c, "w5"); r.Err != nil {
+			t.Fatalf("%v", r.Error())
+		}
+		before := joinFilesMtimes(t, c, "w5", false)
+		r := kjoinJoin(t, c, "w5", "-o", "json")
+		assertUnchangedRerun(t, c, "w5", r, before)
+		text := kjoinJoin(t, c, "w5")
+		if !strings.Contains(text.Stdout, "already joined") {
+			t.Errorf("text re-run does not say already joined: %s", text.Stdout)
+		}
+
+		c.MustRun(t, "w5", "kjoin", "reset")
+		for _, f := range joinFiles {
+			if _, err := os.Lstat(c.HostPath("w5", f)); err == nil {
+				t.Errorf("%s survived reset", f)
+			}
+		}
+		again := c.MustRun(t, "w5", "kjoin", "reset", "-o", "json")
+		if !strings.Contains(again.Stdout, `"changed": false`) {
+			t.Errorf("second reset: %s", again.Stdout)
+		}
+		if r := kjoinJoin(t, c, "w5"); r.Err != nil {
+			t.Fatalf("rejoin after reset: %v", r.Error())
+		}
+		c.WaitNodeCondition(t, "w5", corev1.NodeReady, corev1.ConditionTrue, time.Minute)
+	})
+	t.Run("kubeadm-joined worker", func(t *testing.T) {
+		c.Host(t, "w6")
+		c.MustRun(t, "w6", "kubeadm", "join", lab.Endpoint(), "--token", lab.Token, "--discovery-token-ca-cert-hash", c.CAHash, "--ignore-preflight-errors=all")
+		c.WaitNodeCondition(t, "w6", corev1.NodeReady, corev1.ConditionTrue, time.Minute)
+		// kjoin recognises the node as already joined to this cluster.
+		r := kjoinJoin(t, c, "w6", "-o", "json")
+		if r.ExitCode != 0 || parseJoinJSON(t, r).Changed {
+			t.Errorf("kjoin on a kubeadm-joined worker: exit %d %s %s", r.ExitCode, r.Stdout, r.Stderr)
+		}
+		c.MustRun(t, "w6", "kjoin", "reset")
+		for _, f := range joinFiles {
+			if _, err := os.Lstat(c.HostPath("w6", f)); err == nil {
+				t.Errorf("%s survived reset of a kubeadm-joined node", f)
+			}
+		}
+		if r := kjoinJoin(t, c, "w6"); r.Err != nil {
+			t.Fatalf("kjoin join after resetting a kubeadm node: %v", r.Error())
+		}
+	})
+	t.Run("control plane", func(t *testing.T) {
+		c.Host(t, "cp2")
+		key, err := c.UploadCerts(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := kjoinControlPlane(t, c, "cp2", key); r.Err != nil {
+			t.Fatalf("%v", r.Error())
+		}
+		before := joinFilesMtimes(t, c, "cp2", true)
+		r := kjoinControlPlane(t, c, "cp2", key, "-o", "json")
+		assertUnchangedRerun(t, c, "cp2", r, before)
+		assertEtcdVoters(t, c, 2)
+
+		c.MustRun(t, "cp2", "kjoin", "reset")
+		assertEtcdVoters(t, c, 1)
+		if r := kjoinControlPlane(t, c, "cp2", key); r.Err != nil {
+			t.Fatalf("rejoin after reset: %v", r.Error())
+		}
+		assertEtcdVoters(t, c, 2)
+	})
+}
+
+// TestResumeAfterKill kills kjoin with SIGKILL after each phase and runs it again: the join
+// converges with no duplicate etcd member, no stray learner and no CSR of ours left pending.
+func TestResumeAfterKill(t *testing.T) {
+	c := framework.Get(t)
+	run := func(t *testing.T, host string, cp bool, phase string, key string) {
+		env := []string{"KJOIN_FAULT_KILL_AFTER=" + phase}
+		writeToken(t, c, host, lab.Token)
+		args := []string{"kjoin", "join", lab.Endpoint(), "--token-file", "/run/lab/token", "--discovery-token-ca-cert-hash", c.CAHash}
+		if cp {
+			args = append(args, "--control-plane", "--certificate-key", key, "--apiserver-advertise-address", c.Hosts[host].IP)
+		}
+		killed := c.Exec(context.Background(), host, append([]string{"env"}, append(env, args...)...)...)
+		if killed.ExitCode == 0 {
+			t.Fatalf("kjoin was not killed after %s", phase)
+		}
+		r := c.Run(t, host, append(args, "-o", "json")...)
+		if r.Err != nil {
+			c.DumpLogs(t, host, "cp1")
+			t.Fatalf("resume after kill at %s: %v", phase, r.Error())
+		}
+		c.WaitNodeCondition(t, host, corev1.NodeReady, corev1.ConditionTrue, 2*time.Minute)
+		assertNoPendingCSR(t, c, host)
+		if cp {
+			assertEtcdVoters(t, c, 2)
+		}
+	}
+	for _, phase := range workerPhases {
+		t.Run("worker/"+phase, func(t *testing.T) {
+			c.Host(t, "w7")
+			run(t, "w7", false, phase, "")
+		})
+	}
+	if os.Getenv("KJOIN_SHORT") != "" {
+		return
+	}
+	key, err := c.UploadCerts(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, phase := range controlPlanePhases {
+		t.Run("control-plane/"+phase, func(t *testing.T) {
+			c.Host(t, "cp3")
+			run(t, "cp3", true, phase, key)
+		})
+	}
+}
+
+func assertNoPendingCSR(t *testing.T, c *framework.Cluster, node string) {
+	t.Helper()
+	csrs, err := c.Client.CertificatesV1().CertificateSigningRequests().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, csr := range csrs.Items {
+		if !strings.HasPrefix(csr.Name, "kjoin-"+node+"-") {
+			continue
+		}
+		issued := len(csr.Status.Certificate) > 0
+		for _, cond := range csr.Status.Conditions {
+			if cond.Type == certificatesv1.CertificateDenied || cond.Type == certificatesv1.CertificateFailed {
+				issued = true
+			}
+		}
+		if !issued {
+			t.Errorf("CSR %s of ours is left pending", csr.Name)
+		}
+	}
+}
