@@ -116,7 +116,7 @@ func Reset(ctx context.Context, e *Env, o ResetOptions) (*ResetReport, error) {
 	if r.KubeletStopped && !r.NodeDeleted && r.Node != "" {
 		// Tell the cluster now, with the node's own identity, rather than after the node
 		// monitor's grace period: a Ready Node would block re-joining under the same name.
-		if err := markNodeGone(ctx, e, r.Node); err != nil {
+		if err := markNodeGone(ctx, e, r.Node, clusterServer(e, j)); err != nil {
 			warn("could not mark Node %q not ready (%v); it turns NotReady after the node monitor grace period", r.Node, err)
 		}
 	}
@@ -312,7 +312,7 @@ func waitPortsFree(ctx context.Context, e *Env, ports []int, timeout time.Durati
 
 // markNodeGone sets the Node's Ready condition to Unknown, as the node lifecycle controller
 // would once the kubelet stops reporting.
-func markNodeGone(ctx context.Context, e *Env, name string) error {
+func markNodeGone(ctx context.Context, e *Env, name, server string) error {
 	b, err := e.ReadFile(KubeletKubeconfig)
 	if err != nil {
 		return err
@@ -326,7 +326,10 @@ func markNodeGone(ctx context.Context, e *Env, name string) error {
 		return fmt.Errorf("%s has no usable current context", KubeletKubeconfig)
 	}
 	cluster, auth := kc.Clusters[kctx.Cluster], kc.AuthInfos[kctx.AuthInfo]
-	cfg := &rest.Config{Host: cluster.Server, Timeout: 10 * time.Second, TLSClientConfig: rest.TLSClientConfig{
+	if server == "" {
+		server = cluster.Server
+	}
+	cfg := &rest.Config{Host: server, Timeout: 10 * time.Second, TLSClientConfig: rest.TLSClientConfig{
 		CAData: cluster.CertificateAuthorityData, CertFile: e.Paths.Of(auth.ClientCertificate), KeyFile: e.Paths.Of(auth.ClientKey),
 		CertData: auth.ClientCertificateData, KeyData: auth.ClientKeyData,
 	}}
@@ -353,4 +356,18 @@ func markNodeGone(ctx context.Context, e *Env, name string) error {
 	}
 	_, err = c.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
 	return err
+}
+
+// clusterServer is the cluster's endpoint (a control plane's kubelet.conf points at its own,
+// now stopped, API server): from the journal, else from admin.conf.
+func clusterServer(e *Env, j *Journal) string {
+	if j.Endpoint != "" {
+		return j.Endpoint
+	}
+	if b, err := e.ReadFile(AdminKubeconfig); err == nil {
+		if cfg, err := clientcmd.RESTConfigFromKubeConfig(b); err == nil {
+			return cfg.Host
+		}
+	}
+	return ""
 }
