@@ -145,6 +145,9 @@ func (l *Lab) createHost(ctx context.Context, h *Host) error {
 	if err := os.WriteFile(filepath.Join(labDir, "kubelet.env"), []byte(env), 0o644); err != nil {
 		return err
 	}
+	if err := l.writePythonWrapper(h); err != nil {
+		return err
+	}
 	if err := l.writeContainerdConfig(ctx, h); err != nil {
 		return err
 	}
@@ -334,4 +337,17 @@ func makeCgroups(host string) error {
 		}
 	}
 	return nil
+}
+
+// PythonPath is a python3 that runs inside the host's namespaces: Ansible's
+// ansible_python_interpreter for a lab host (with ansible_connection=local).
+func (l *Lab) PythonPath(host string) string { return filepath.Join(l.hostDir(host), "python3") }
+
+func (l *Lab) writePythonWrapper(h *Host) error {
+	var env []string
+	for _, kv := range hostEnv(l.Root) {
+		env = append(env, fmt.Sprintf("%q", kv))
+	}
+	script := fmt.Sprintf("#!/bin/sh\nexec nsenter %s env %s /usr/bin/python3 \"$@\"\n", strings.Join(l.nsenterArgs(h.Name), " "), strings.Join(env, " "))
+	return os.WriteFile(l.PythonPath(h.Name), []byte(script), 0o755)
 }
