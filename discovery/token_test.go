@@ -14,10 +14,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/cluster-bootstrap/token/jws"
 
+	"kjoin.dev/kjoin/discovery/discoverytest"
 	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/pki"
 	"kjoin.dev/kjoin/token"
@@ -48,25 +46,8 @@ func newCA(t *testing.T) (*x509.Certificate, func(dns []string, ips []net.IP, no
 
 const tok = "abcdef.0123456789abcdef"
 
-// clusterInfo builds the cluster-info ConfigMap for caPEM, signed for the given tokens.
 func clusterInfo(t *testing.T, caPEM []byte, server string, tokens ...string) *corev1.ConfigMap {
-	t.Helper()
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters[""] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caPEM}
-	kc, err := clientcmd.Write(*cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm := &corev1.ConfigMap{Data: map[string]string{"kubeconfig": string(kc)}}
-	for _, s := range tokens {
-		tk, _ := token.Parse(s)
-		sig, err := jws.ComputeDetachedSignature(string(kc), tk.ID, tk.Secret)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cm.Data["jws-kubeconfig-"+tk.ID] = sig
-	}
-	return cm
+	return discoverytest.ClusterInfo(t, caPEM, server, tokens...)
 }
 
 type server struct {
