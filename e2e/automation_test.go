@@ -30,7 +30,7 @@ func joinFilesMtimes(t *testing.T, c *framework.Cluster, host string, cp bool) m
 	}
 	out := map[string]time.Time{}
 	for _, f := range files {
-		st, err := os.Stat(c.HostPath(host, f))
+		st, err := os.Lstat(c.HostPath(host, f))
 		if err != nil {
 			t.Fatalf("%s:%s: %v", host, f, err)
 		}
@@ -54,7 +54,7 @@ func assertUnchangedRerun(t *testing.T, c *framework.Cluster, host string, r lab
 		}
 	}
 	for f, m := range before {
-		if st, err := os.Stat(c.HostPath(host, f)); err != nil || !st.ModTime().Equal(m) {
+		if st, err := os.Lstat(c.HostPath(host, f)); err != nil || !st.ModTime().Equal(m) {
 			t.Errorf("%s was rewritten by the re-run", f)
 		}
 	}
