@@ -104,7 +104,9 @@ func assertKubeletCSRIssued(t *testing.T, c *framework.Cluster, node string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, csr := range csrs.Items {
+	// The newest kubelet client CSR for this node (host names are reused across tests).
+	var latest *certificatesv1.CertificateSigningRequest
+	for i, csr := range csrs.Items {
 		if csr.Spec.SignerName != certificatesv1.KubeAPIServerClientKubeletSignerName {
 			continue
 		}
@@ -112,17 +114,22 @@ func assertKubeletCSRIssued(t *testing.T, c *framework.Cluster, node string) {
 		if err != nil || x.Subject.CommonName != "system:node:"+node {
 			continue
 		}
+		if latest == nil || !csr.CreationTimestamp.Before(&latest.CreationTimestamp) {
+			latest = &csrs.Items[i]
+		}
+	}
+	if latest != nil {
 		approved := false
-		for _, cond := range csr.Status.Conditions {
+		for _, cond := range latest.Status.Conditions {
 			if cond.Type == certificatesv1.CertificateApproved && cond.Status == corev1.ConditionTrue {
 				approved = true
 			}
 		}
-		if approved && len(csr.Status.Certificate) > 0 {
-			t.Logf("CSR %s for %s approved and issued (requested by %s)", csr.Name, node, csr.Spec.Username)
+		if approved && len(latest.Status.Certificate) > 0 {
+			t.Logf("CSR %s for %s approved and issued (requested by %s)", latest.Name, node, latest.Spec.Username)
 			return
 		}
-		t.Fatalf("CSR %s for %s: approved=%v, certificate issued=%v", csr.Name, node, approved, len(csr.Status.Certificate) > 0)
+		t.Fatalf("CSR %s for %s: approved=%v, certificate issued=%v", latest.Name, node, approved, len(latest.Status.Certificate) > 0)
 	}
 	t.Fatalf("no kubelet client CSR for node %s among %d CSRs", node, len(csrs.Items))
 }
