@@ -129,8 +129,12 @@ func Reset(ctx context.Context, e *Env, o ResetOptions) (*ResetReport, error) {
 		targets = append(targets, strings.TrimPrefix(c, strings.TrimSuffix(e.Paths.Of("/"), "/")))
 	}
 	if len(etcdManifest) > 0 {
+		// The data directory may be a mount point: empty it, keep it (as kubeadm does).
 		if dir := etcdDataDir(etcdManifest); dir != "" {
-			targets = append(targets, dir)
+			entries, _ := os.ReadDir(e.Paths.Of(dir))
+			for _, en := range entries {
+				targets = append(targets, path.Join(dir, en.Name()))
+			}
 		}
 	}
 	sort.Strings(targets)
