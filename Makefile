@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 export KJOIN_CACHE ?= /var/cache/kjoin
 export KJOIN_ARTIFACTS ?= $(CURDIR)/_artifacts
-E2E_TIMEOUT ?= 75m
+E2E_TIMEOUT ?= 70m
 
 .PHONY: all build check test e2e components lab-up lab-down lab-status demo bench clean
 
