@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"kjoin.dev/kjoin/token"
 )
@@ -67,7 +68,7 @@ func Upload(ctx context.Context, c kubernetes.Interface, certKey string, externa
 			Name: SecretName, Namespace: metav1.NamespaceSystem,
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: "v1", Kind: "Secret", Name: ownerSecret.Name, UID: ownerSecret.UID,
-				Controller: ptr(true), BlockOwnerDeletion: ptr(true),
+				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
 			}},
 		},
 		Data: data,
@@ -104,5 +105,3 @@ func ensureRBAC(ctx context.Context, c kubernetes.Interface) error {
 	}
 	return nil
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -6,6 +6,7 @@ package manifests
 import (
 	"fmt"
 	"math"
+	"net"
 	"path"
 	"sort"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	cc "kjoin.dev/kjoin/clusterconfig"
@@ -243,12 +245,7 @@ func Etcd(c *cc.ClusterConfiguration, n Node, members []Member) ([]byte, error) 
 	return marshal(p)
 }
 
-func joinHostPort(h string, port int) string {
-	if strings.Contains(h, ":") {
-		return "[" + h + "]:" + strconv.Itoa(port)
-	}
-	return h + ":" + strconv.Itoa(port)
-}
+func joinHostPort(h string, port int) string { return net.JoinHostPort(h, strconv.Itoa(port)) }
 
 func removeArg(args []cc.Arg, name string) []cc.Arg {
 	out := args[:0]
@@ -312,7 +309,7 @@ func pod(name, image string, command []string, cpu, memory string, n Node, extra
 				Env:             env,
 			}},
 			HostNetwork:       true,
-			Priority:          ptr(int32(2000001000)),
+			Priority:          ptr.To(int32(2000001000)),
 			PriorityClassName: "system-node-critical",
 			SecurityContext:   &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 		},
@@ -379,5 +376,3 @@ func sortedMounts(m []cc.HostPathMount) []cc.HostPathMount {
 }
 
 func marshal(p *corev1.Pod) ([]byte, error) { return yaml.Marshal(p) }
-
-func ptr[T any](v T) *T { return &v }

@@ -3,9 +3,10 @@ package phases
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path"
-	"sort"
+	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -59,7 +60,7 @@ func runControlPlanePrepare(ctx context.Context, e *Env, s *State) error {
 		if err != nil {
 			return err
 		}
-		for _, name := range sortedNames(files) {
+		for _, name := range slices.Sorted(maps.Keys(files)) {
 			p := name
 			if !path.IsAbs(p) {
 				p = path.Join(pkiDir, name)
@@ -109,7 +110,7 @@ func runControlPlanePrepare(ctx context.Context, e *Env, s *State) error {
 		return fmt.Errorf("issue node certificates: %w", err)
 	}
 	issued := 0
-	for _, name := range sortedNames(leaves) {
+	for _, name := range slices.Sorted(maps.Keys(leaves)) {
 		crt := path.Join(pkiDir, name+".crt")
 		if e.Exists(crt) {
 			continue // kubeadm keeps existing leaves
@@ -126,7 +127,7 @@ func runControlPlanePrepare(ctx context.Context, e *Env, s *State) error {
 	if err != nil {
 		return fmt.Errorf("kubeconfigs: %w", err)
 	}
-	for _, name := range sortedNames(kubeconfigs) {
+	for _, name := range slices.Sorted(maps.Keys(kubeconfigs)) {
 		if p := path.Join(KubernetesDir, name); !e.Exists(p) {
 			if err := s.WriteFile(e, p, kubeconfigs[name], 0o600); err != nil {
 				return err
@@ -149,7 +150,7 @@ func runControlPlanePrepare(ctx context.Context, e *Env, s *State) error {
 	if err != nil {
 		return err
 	}
-	for _, name := range sortedNames(pods) {
+	for _, name := range slices.Sorted(maps.Keys(pods)) {
 		if err := writeManifest(e, s, name, pods[name]); err != nil {
 			return err
 		}
@@ -191,13 +192,4 @@ func fetchClusterConfiguration(ctx context.Context, s *State) (*cc.ClusterConfig
 		return nil, operr.Wrap(operr.Other, err, "cannot read the cluster's ClusterConfiguration", "")
 	}
 	return cfg, nil
-}
-
-func sortedNames[V any](m map[string]V) []string {
-	n := make([]string, 0, len(m))
-	for k := range m {
-		n = append(n, k)
-	}
-	sort.Strings(n)
-	return n
 }

@@ -5,8 +5,10 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"net"
 	"os"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 
@@ -138,9 +140,5 @@ func etcdTLSFrom(e *Env, certificatesDir string) (*tls.Config, error) {
 	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}}, nil
 }
 
-func joinHostPort(h string, port int) string {
-	if strings.Contains(h, ":") {
-		return fmt.Sprintf("[%s]:%d", h, port)
-	}
-	return fmt.Sprintf("%s:%d", h, port)
-}
+// joinHostPort is net.JoinHostPort for an int port.
+func joinHostPort(h string, port int) string { return net.JoinHostPort(h, strconv.Itoa(port)) }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -175,7 +176,7 @@ func runTokenCreate(ctx context.Context, deps *Deps, o *TokenCreateOptions) erro
 	if ttl == 0 {
 		warn("--ttl 0: this token never expires; anyone who obtains it can join nodes until you delete it (kjoin token delete %s)", spec.Token.ID)
 	}
-	if !contains(o.Groups, token.DefaultGroup) && contains(o.Usages, "authentication") {
+	if !slices.Contains(o.Groups, token.DefaultGroup) && slices.Contains(o.Usages, "authentication") {
 		warn("the token is not in group %s, which kubeadm's join RBAC (CSR creation and auto-approval, reading kubelet-config and kubeadm-certs) is bound to; joins with it will fail unless you bound your groups yourself", token.DefaultGroup)
 	}
 	ac, err := newAdminClient(&o.AdminOptions)
@@ -467,7 +468,7 @@ func newCmdTokenDelete(deps *Deps) *cobra.Command {
 }
 
 func checkOutput(got string, allowed ...string) error {
-	if !contains(allowed, got) {
+	if !slices.Contains(allowed, got) {
 		return usage("--output must be one of %s, not %q", strings.Join(allowed, ", "), got)
 	}
 	return nil
@@ -485,15 +486,6 @@ func printObject(w io.Writer, format string, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
-}
-
-func contains(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func nonNil(l []string) []string {
