@@ -364,6 +364,10 @@ func runJoin(cmd *cobra.Command, deps *Deps, o *JoinOptions) error {
 			}
 		}
 		results, err = phases.Run(cmd.Context(), env, s, phases.Join, ro)
+		if err != nil && cmd.Context().Err() != nil {
+			err = &operr.Error{Code: operr.Other, Retryable: true, Err: err,
+				What: "interrupted", Hint: "run the same command again: the join resumes where it stopped (kjoin reset undoes it instead)"}
+		}
 	}
 	report := JoinReport{
 		Changed: s.Changed, Node: s.Opts.NodeName, Role: "worker", Endpoint: s.Opts.Endpoint,
