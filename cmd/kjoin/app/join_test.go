@@ -185,3 +185,14 @@ func TestPhaseSubcommandsExist(t *testing.T) {
 		}
 	}
 }
+
+func TestInterruptedJoinSaysHowToResume(t *testing.T) {
+	deps, _, errb := testDeps("", nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	code := Run(ctx, deps, []string{"join", "e:6443", "--token", "abcdef.0123456789abcdef", "--discovery-token-ca-cert-hash", pin,
+		"--cri-socket", "unix:///nonexistent.sock", "--root", t.TempDir()})
+	if code != 1 || !strings.Contains(errb.String(), "interrupted") || !strings.Contains(errb.String(), "run the same command again") {
+		t.Errorf("exit %d, stderr %q", code, errb)
+	}
+}
