@@ -169,6 +169,7 @@ func (r *Request) fetchSigned(ctx context.Context, tlsCfg *tls.Config) (*fetched
 	url := "https://" + r.Endpoint + "/api/v1/namespaces/" + metaPublic + "/configmaps/" + bootstrapapi.ConfigMapClusterInfo
 	sigKey := bootstrapapi.JWSSignatureKeyPrefix + r.Token.ID
 	var unsignedSince time.Time
+	noSignatures := false
 	delay := 200 * time.Millisecond
 	var lastErr error
 	for {
@@ -192,24 +193,30 @@ func (r *Request) fetchSigned(ctx context.Context, tlsCfg *tls.Config) (*fetched
 				}
 				return &fetched{kubeconfig: []byte(kc), clockOffset: offset}, nil
 			}
-			if unsignedSince.IsZero() {
+			others := signedTokenIDs(cm.Data)
+			noSignatures = len(others) == 0
+			if !noSignatures && unsignedSince.IsZero() {
 				unsignedSince = r.Clock.Now()
 			}
-			others := signedTokenIDs(cm.Data)
-			if r.Clock.Since(unsignedSince) >= r.SignatureGrace {
-				what := fmt.Sprintf("token id %q is unknown to this cluster or has expired (cluster-info is signed for %d other token(s))", r.Token.ID, len(others))
-				hint := "create a new token on the control plane with kjoin token create --print-join-command"
-				if len(others) == 0 {
-					what = fmt.Sprintf("cluster-info carries no token signatures at all, so token id %q cannot be verified", r.Token.ID)
-					hint = "the controller-manager signs cluster-info (controllers bootstrapsigner): check that it runs, and that the token has usage-bootstrap-signing"
-				}
-				return nil, operr.New(operr.Auth, what, hint)
+			if noSignatures {
+				// Nothing is signed yet: the controller-manager's bootstrapsigner has not run
+				// (a cluster that just came up). Keep waiting, within the discovery timeout.
+				unsignedSince = time.Time{}
+			} else if r.Clock.Since(unsignedSince) >= r.SignatureGrace {
+				// The signer is active and signs new tokens within a second or two: this
+				// token is not one it knows.
+				return nil, operr.Newf(operr.Auth, "create a new token on the control plane with kjoin token create --print-join-command",
+					"token id %q is unknown to this cluster or has expired (cluster-info is signed for %d other token(s))", r.Token.ID, len(others))
 			}
 			lastErr = fmt.Errorf("cluster-info is not signed for token id %q yet", r.Token.ID)
 			r.Logf("%v; waiting for the controller-manager to sign it", lastErr)
 		}
 		select {
 		case <-ctx.Done():
+			if noSignatures {
+				return nil, operr.Newf(operr.Timeout, "the controller-manager signs cluster-info (controllers bootstrapsigner): check that it runs, and that the token has usage-bootstrap-signing",
+					"cluster-info carried no token signatures at all until the discovery timeout, so token id %q cannot be verified", r.Token.ID)
+			}
 			return nil, operr.Wrap(operr.Timeout, lastErr, "discovery timed out reading cluster-info from "+r.Endpoint, "check that the API server is up and reachable from this node, or raise timeouts.discovery")
 		case <-r.Clock.After(delay):
 		}

@@ -256,3 +256,27 @@ func TestParsePins(t *testing.T) {
 		}
 	}
 }
+
+func TestTokenDiscoveryWaitsForASignerThatHasNotRunYet(t *testing.T) {
+	ca, issue := newCA(t)
+	var calls atomic.Int32
+	s := serve(t, issue(nil, []net.IP{net.ParseIP("127.0.0.1")}, time.Now().Add(-time.Minute)), func() *corev1.ConfigMap {
+		if calls.Add(1) < 4 {
+			return clusterInfo(t, pki.EncodeCert(ca), "https://x:6443") // freshly initialised: nothing signed
+		}
+		return clusterInfo(t, pki.EncodeCert(ca), "https://x:6443", tok)
+	})
+	req := request(t, endpointOf(s), Pin(ca))
+	req.SignatureGrace = 10 * time.Millisecond
+	if _, err := Token(context.Background(), req); err != nil {
+		t.Fatalf("a signer that starts late must be waited for: %v", err)
+	}
+
+	never := serve(t, issue(nil, []net.IP{net.ParseIP("127.0.0.1")}, time.Now().Add(-time.Minute)), func() *corev1.ConfigMap {
+		return clusterInfo(t, pki.EncodeCert(ca), "https://x:6443")
+	})
+	req = request(t, endpointOf(never), Pin(ca))
+	req.Timeout = 800 * time.Millisecond
+	_, err := Token(context.Background(), req)
+	wantCode(t, err, operr.Timeout, "no token signatures at all")
+}
