@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"strings"
 
@@ -108,17 +109,7 @@ func Download(ctx context.Context, client kubernetes.Interface, certKey string, 
 	case err != nil:
 		return nil, fmt.Errorf("read kube-system/%s: %w", SecretName, err)
 	}
-	files := map[string]string{}
-	for k, v := range sharedFiles {
-		files[k] = v
-	}
-	if external != nil {
-		delete(files, "etcd-ca.crt")
-		delete(files, "etcd-ca.key")
-		files["external-etcd-ca.crt"] = external.CAFile
-		files["external-etcd.crt"] = external.CertFile
-		files["external-etcd.key"] = external.KeyFile
-	}
+	files := secretFiles(external)
 	out := map[string][]byte{}
 	for name, dst := range files {
 		sealed, ok := secret.Data[name]
@@ -136,4 +127,18 @@ func Download(ctx context.Context, client kubernetes.Interface, certKey string, 
 		out[path.Clean(dst)] = plain
 	}
 	return out, nil
+}
+
+// secretFiles maps the Secret's keys to files: the shared CAs, and for an external etcd its
+// client files instead of the etcd CA.
+func secretFiles(external *External) map[string]string {
+	files := maps.Clone(sharedFiles)
+	if external != nil {
+		delete(files, "etcd-ca.crt")
+		delete(files, "etcd-ca.key")
+		files["external-etcd-ca.crt"] = external.CAFile
+		files["external-etcd.crt"] = external.CertFile
+		files["external-etcd.key"] = external.KeyFile
+	}
+	return files
 }

@@ -29,17 +29,7 @@ func Upload(ctx context.Context, c kubernetes.Interface, certKey string, externa
 	if err != nil {
 		return time.Time{}, err
 	}
-	files := map[string]string{}
-	for k, v := range sharedFiles {
-		files[k] = v
-	}
-	if external != nil {
-		delete(files, "etcd-ca.crt")
-		delete(files, "etcd-ca.key")
-		files["external-etcd-ca.crt"] = external.CAFile
-		files["external-etcd.crt"] = external.CertFile
-		files["external-etcd.key"] = external.KeyFile
-	}
+	files := secretFiles(external)
 	data := map[string][]byte{}
 	for name, p := range files {
 		plain, err := readFile(p)

@@ -137,25 +137,11 @@ func assertKubeletCSRIssued(t *testing.T, c *framework.Cluster, node string) {
 // assertEtcdVoters waits until etcd has n started, voting members.
 func assertEtcdVoters(t *testing.T, c *framework.Cluster, n int) {
 	t.Helper()
-	var last []lab.EtcdMember
-	err := wait.PollUntilContextTimeout(context.Background(), time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
-		ms, err := c.EtcdMembers(ctx)
-		if err != nil {
-			return false, nil
-		}
-		last = ms
-		voters := 0
-		for _, m := range ms {
-			if m.Started && !m.Learner {
-				voters++
-			}
-		}
-		return len(ms) == n && voters == n, nil
-	})
+	ms, err := votersSettled(c, n)
 	if err != nil {
-		t.Fatalf("etcd: want %d started voting members, have %+v", n, last)
+		t.Fatalf("etcd: %v, have %+v", err, ms)
 	}
-	t.Logf("etcd members: %+v", last)
+	t.Logf("etcd members: %+v", ms)
 }
 
 // assertLivez checks that the apiserver on ip answers /livez, trusting only the cluster CA.
