@@ -165,7 +165,7 @@ func (j *Join) addLearner(ctx context.Context) (*clientv3.MemberAddResponse, err
 		cctx, cancel := context.WithTimeout(ctx, j.CallTimeout)
 		added, err := j.Cluster.MemberAddAsLearner(cctx, []string{j.PeerURL})
 		cancel()
-		if err == nil || !retryable(err) {
+		if err == nil || !Retryable(err) {
 			return added, err
 		}
 		j.Logf("add learner: %v (retrying)", err)
@@ -180,7 +180,9 @@ func (j *Join) addLearner(ctx context.Context) (*clientv3.MemberAddResponse, err
 	}
 }
 
-func retryable(err error) bool {
+// Retryable reports whether etcd refused a call for a passing reason: membership changed a
+// moment ago ("unhealthy cluster"), no leader, a leader change, a timeout.
+func Retryable(err error) bool {
 	for _, e := range []error{rpctypes.ErrUnhealthy, rpctypes.ErrTooManyLearners, rpctypes.ErrTimeout, rpctypes.ErrTimeoutDueToLeaderFail,
 		rpctypes.ErrLeaderChanged, rpctypes.ErrNoLeader, rpctypes.ErrNotCapable, context.DeadlineExceeded} {
 		if errors.Is(err, e) || strings.Contains(err.Error(), e.Error()) {
@@ -284,6 +286,31 @@ func etcdError(err error, what string) error {
 			Hint: "wait for the other join, or remove a stray learner with etcdctl member remove"}
 	}
 	return operr.Wrap(operr.Other, err, what, "")
+}
+
+// RemoveMember removes a member, retrying passing refusals (etcd refuses membership changes
+// for a few seconds after the last one) until ctx ends.
+func RemoveMember(ctx context.Context, c Cluster, id uint64) error {
+	delay := 500 * time.Millisecond
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := c.MemberRemove(cctx, id)
+		cancel()
+		if err == nil || errors.Is(err, rpctypes.ErrMemberNotFound) {
+			return nil
+		}
+		if !Retryable(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+		if delay *= 2; delay > 4*time.Second {
+			delay = 4 * time.Second
+		}
+	}
 }
 
 // Client connects to etcd endpoints with a client certificate.

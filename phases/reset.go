@@ -278,9 +278,9 @@ func removeEtcdMember(ctx context.Context, e *Env, manifest []byte, force bool, 
 		return "", operr.Newf(operr.Preflight, "bring the other control planes' etcd back first, or pass --force",
 			"removing this etcd member would leave %d voting member(s) of which only %d are healthy: etcd would lose quorum", remaining, healthyOthers)
 	}
-	rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+	rctx, rcancel := context.WithTimeout(ctx, time.Minute)
 	defer rcancel()
-	if _, err := cli.MemberRemove(rctx, self); err != nil {
+	if err := etcd.RemoveMember(rctx, cli, self); err != nil {
 		return "", operr.Wrap(operr.Other, err, fmt.Sprintf("remove etcd member %x", self), "")
 	}
 	e.Logf("reset", "removed etcd member %x (%s)", self, peerURL)

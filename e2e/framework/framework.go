@@ -172,7 +172,8 @@ func (c *Cluster) Forget(t *testing.T, name string) {
 	defer cancel()
 	if lab.IsControlPlane(name) && name != "cp1" {
 		if err := c.RemoveEtcdMember(ctx, name); err != nil {
-			t.Logf("remove etcd member %s: %v", name, err)
+			// Removing the host anyway would cost etcd its quorum and break every later test.
+			t.Fatalf("remove etcd member %s: %v", name, err)
 		}
 	}
 	if err := c.Client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !strings.Contains(err.Error(), "not found") {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"kjoin.dev/kjoin/etcd"
 )
 
 // Etcd returns a client of the cluster's etcd through cp1, with cp1's apiserver client cert.
@@ -85,8 +87,8 @@ func (l *Lab) RemoveEtcdMember(ctx context.Context, name string) error {
 	for _, m := range resp.Members {
 		for _, u := range m.PeerURLs {
 			if strings.Contains(u, "//"+h.IP+":") {
-				_, err := cli.MemberRemove(ctx, m.ID)
-				return err
+				// etcd refuses membership changes for a few seconds after the last one.
+				return etcd.RemoveMember(ctx, cli, m.ID)
 			}
 		}
 	}
