@@ -254,18 +254,11 @@ func votersSettled(c *framework.Cluster, n int) ([]lab.EtcdMember, error) {
 func describe(ms []lab.EtcdMember) string {
 	var parts []string
 	for _, m := range ms {
-		state := "voter"
-		if m.Learner {
-			state = "learner"
-		}
-		if !m.Started {
-			state += ",unstarted"
-		}
 		name := m.Name
 		if name == "" {
 			name = fmt.Sprintf("%x", m.ID)
 		}
-		parts = append(parts, name+"("+state+")")
+		parts = append(parts, name+"("+m.Status()+")")
 	}
 	return strings.Join(parts, " ")
 }

@@ -51,6 +51,18 @@ type EtcdMember struct {
 	Started bool
 }
 
+// Status is "voter" or "learner", with ",unstarted" for a member that has not started yet.
+func (m EtcdMember) Status() string {
+	s := "voter"
+	if m.Learner {
+		s = "learner"
+	}
+	if !m.Started {
+		s += ",unstarted"
+	}
+	return s
+}
+
 // EtcdMembers lists the cluster's etcd members.
 func (l *Lab) EtcdMembers(ctx context.Context) ([]EtcdMember, error) {
 	cli, err := l.Etcd()

@@ -114,14 +114,7 @@ func run(ctx context.Context, args []string) error {
 		}
 		fmt.Printf("%-16s %-8s %-10s %s\n", "ID", "NAME", "STATUS", "PEER URLS")
 		for _, m := range ms {
-			status := "voter"
-			if m.Learner {
-				status = "learner"
-			}
-			if !m.Started {
-				status += ",unstarted"
-			}
-			fmt.Printf("%-16x %-8s %-10s %s\n", m.ID, m.Name, status, strings.Join(m.PeerURLs, ","))
+			fmt.Printf("%-16x %-8s %-10s %s\n", m.ID, m.Name, m.Status(), strings.Join(m.PeerURLs, ","))
 		}
 		return nil
 	case "upload-certs":
