@@ -2,10 +2,12 @@ package discovery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -27,13 +29,15 @@ type FileResult struct {
 func File(ctx context.Context, location string, timeout time.Duration) (*FileResult, error) {
 	var data []byte
 	var err error
+	remote := strings.HasPrefix(location, "https://")
+	local := strings.TrimPrefix(location, "file://")
 	switch {
-	case strings.HasPrefix(location, "https://"):
+	case remote:
 		data, err = fetchHTTPS(ctx, location, timeout)
-	case strings.HasPrefix(location, "http://"):
+	case strings.Contains(location, "://") && !strings.HasPrefix(location, "file://"):
 		return nil, operr.New(operr.Usage, "--discovery-file URL must use https", "serve the discovery kubeconfig over https, or copy it to this host")
 	default:
-		data, err = os.ReadFile(strings.TrimPrefix(location, "file://"))
+		data, err = os.ReadFile(local)
 	}
 	if err != nil {
 		return nil, operr.Wrap(operr.Trust, err, "cannot read the discovery file "+location, "check the path or URL given to --discovery-file")
@@ -42,24 +46,28 @@ func File(ctx context.Context, location string, timeout time.Duration) (*FileRes
 	if err != nil {
 		return nil, operr.Wrap(operr.Trust, err, "the discovery file is not a kubeconfig", "")
 	}
-	ctxName := cfg.CurrentContext
-	var cluster *clientcmdapi.Cluster
+	cluster, err := SelectCluster(cfg)
+	if err != nil {
+		return nil, operr.Wrap(operr.Trust, err, "the discovery file names no usable cluster", "")
+	}
 	var auth *clientcmdapi.AuthInfo
-	if c := cfg.Contexts[ctxName]; c != nil {
-		cluster, auth = cfg.Clusters[c.Cluster], cfg.AuthInfos[c.AuthInfo]
+	if c := cfg.Contexts[cfg.CurrentContext]; c != nil {
+		auth = cfg.AuthInfos[c.AuthInfo]
 	}
-	if cluster == nil {
-		for _, c := range cfg.Clusters {
-			cluster = c
-			break
-		}
-	}
-	if cluster == nil || cluster.Server == "" {
-		return nil, operr.New(operr.Trust, "the discovery file names no cluster server", "")
+	if err := CheckServerURL(cluster.Server); err != nil {
+		return nil, operr.Wrap(operr.Trust, err, "the discovery file names an unusable API server", "")
 	}
 	ca := cluster.CertificateAuthorityData
 	if len(ca) == 0 && cluster.CertificateAuthority != "" {
-		if ca, err = os.ReadFile(cluster.CertificateAuthority); err != nil {
+		if remote {
+			return nil, operr.Newf(operr.Trust, "embed certificate-authority-data in the served file",
+				"the discovery file from %s names its CA by path (%s): a remote file's paths mean nothing on this node", location, cluster.CertificateAuthority)
+		}
+		caPath := cluster.CertificateAuthority
+		if !filepath.IsAbs(caPath) {
+			caPath = filepath.Join(filepath.Dir(local), caPath)
+		}
+		if ca, err = os.ReadFile(caPath); err != nil {
 			return nil, operr.Wrap(operr.Trust, err, "cannot read the discovery file's CA", "")
 		}
 	}
@@ -77,13 +85,17 @@ func fetchHTTPS(ctx context.Context, url string, timeout time.Duration) ([]byte,
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error {
+		return errors.New("redirects are not followed: give the final https URL")
+	}}
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("HTTP %d from %s", resp.StatusCode, url)
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return nil, fmt.Errorf("HTTP %d from %s: %s", resp.StatusCode, url, Snippet(body))
 	}
 	return io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 }

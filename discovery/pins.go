@@ -19,37 +19,51 @@ func Pin(c *x509.Certificate) string {
 // Pins is a set of accepted CA pins.
 type Pins map[string]bool
 
-// ParsePins validates "sha256:<64 hex>" pins (format name case-insensitive, as kubeadm).
+// ParsePin validates one "sha256:<64 hex>" pin (format name case-insensitive, as kubeadm)
+// and returns it in canonical form.
+func ParsePin(s string) (string, error) {
+	format, value, ok := strings.Cut(s, ":")
+	if !ok || strings.Contains(value, ":") {
+		return "", fmt.Errorf("expected \"sha256:<64 hex characters>\"")
+	}
+	if !strings.EqualFold(format, "sha256") {
+		return "", fmt.Errorf("unknown hash format %q, only sha256 is known", format)
+	}
+	b, err := hex.DecodeString(value)
+	if err != nil || len(b) != sha256.Size {
+		return "", fmt.Errorf("expected 32 bytes of hex (64 characters), got %d characters", len(value))
+	}
+	return "sha256:" + strings.ToLower(value), nil
+}
+
+// ParsePins validates pins with ParsePin.
 func ParsePins(in []string) (Pins, error) {
 	p := Pins{}
 	for _, s := range in {
-		format, value, ok := strings.Cut(s, ":")
-		if !ok || strings.Contains(value, ":") {
-			return nil, fmt.Errorf("invalid CA cert hash %q: expected \"sha256:<64 hex characters>\"", s)
+		pin, err := ParsePin(s)
+		if err != nil {
+			return nil, fmt.Errorf("invalid CA cert hash %q: %w", s, err)
 		}
-		if !strings.EqualFold(format, "sha256") {
-			return nil, fmt.Errorf("invalid CA cert hash %q: unknown hash format %q, only sha256 is known", s, format)
-		}
-		b, err := hex.DecodeString(value)
-		if err != nil || len(b) != sha256.Size {
-			return nil, fmt.Errorf("invalid CA cert hash %q: expected 32 bytes of hex (64 characters), got %d characters", s, len(value))
-		}
-		p["sha256:"+strings.ToLower(value)] = true
+		p[pin] = true
 	}
 	return p, nil
 }
 
-// Match returns the pin of the first certificate that is in the set.
-func (p Pins) Match(certs []*x509.Certificate) (string, bool) {
+// Select splits a CA bundle into the certificates whose pin is in the set and those whose
+// pin is not. Only the first may ever be trusted: a bundle is accepted only when the second
+// is empty (a rotation bundle works when every CA in it is pinned).
+func (p Pins) Select(certs []*x509.Certificate) (pinned, unpinned []*x509.Certificate) {
 	for _, c := range certs {
-		if pin := Pin(c); p[pin] {
-			return pin, true
+		if p[Pin(c)] {
+			pinned = append(pinned, c)
+		} else {
+			unpinned = append(unpinned, c)
 		}
 	}
-	return "", false
+	return pinned, unpinned
 }
 
-// ParseCerts parses every PEM certificate in data.
+// ParseCerts parses every PEM certificate in data. Blocks of other types are ignored.
 func ParseCerts(data []byte) ([]*x509.Certificate, error) {
 	var out []*x509.Certificate
 	for {
@@ -71,6 +85,24 @@ func ParseCerts(data []byte) ([]*x509.Certificate, error) {
 		return nil, fmt.Errorf("no PEM certificate found")
 	}
 	return out, nil
+}
+
+// EncodeCerts returns certificates as PEM, one block each.
+func EncodeCerts(certs []*x509.Certificate) []byte {
+	var out []byte
+	for _, c := range certs {
+		out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})...)
+	}
+	return out
+}
+
+// Pool returns a certificate pool holding exactly certs.
+func Pool(certs []*x509.Certificate) *x509.CertPool {
+	pool := x509.NewCertPool()
+	for _, c := range certs {
+		pool.AddCert(c)
+	}
+	return pool
 }
 
 // PinsOf returns the pins of every certificate, joined for messages.

@@ -14,12 +14,15 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
 	"k8s.io/cluster-bootstrap/token/jws"
 	"k8s.io/utils/clock"
@@ -85,10 +88,14 @@ func (r *Request) defaults() {
 
 // Token runs token discovery. The token secret is never sent anywhere: both reads of
 // cluster-info are anonymous, and the token only checks the JWS locally.
+//
+// Identity comes before patience: every answer is vetted at once (its CA bundle against the
+// pins, the answering server's certificate against the pinned CA) and refused on the first
+// failure; only a server proven to be the cluster's is waited on for its signature.
 func Token(ctx context.Context, req Request) (*Result, error) {
 	req.defaults()
-	if _, _, err := net.SplitHostPort(req.Endpoint); err != nil {
-		return nil, operr.Wrap(operr.Usage, err, fmt.Sprintf("API server endpoint %q is not host:port", req.Endpoint), "give the endpoint as host:port, e.g. 10.0.0.1:6443")
+	if err := CheckEndpoint(req.Endpoint); err != nil {
+		return nil, operr.Wrap(operr.Usage, err, fmt.Sprintf("API server endpoint %q is unusable", req.Endpoint), "give the endpoint as host:port, e.g. 10.0.0.1:6443")
 	}
 	if len(req.Pins) == 0 && !req.UnsafeSkipCAVerification {
 		return nil, operr.New(operr.Usage, "token discovery without --discovery-token-ca-cert-hash would trust any server",
@@ -97,52 +104,19 @@ func Token(ctx context.Context, req Request) (*Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, req.Timeout)
 	defer cancel()
 
-	insecure := &tls.Config{InsecureSkipVerify: true} //nolint:gosec // content is verified by JWS and pin below
+	insecure := &tls.Config{InsecureSkipVerify: true} //nolint:gosec // the peer is verified against the pinned CA in vet
 	first, err := req.fetchSigned(ctx, insecure)
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{ClusterInfo: first.kubeconfig, ClockOffset: first.clockOffset}
-	cfg, err := clientcmd.Load(first.kubeconfig)
-	if err != nil {
-		return nil, operr.Wrap(operr.Trust, err, "cluster-info holds an unreadable kubeconfig", "")
-	}
-	cluster := cfg.Clusters[""]
-	if cluster == nil {
-		for _, c := range cfg.Clusters {
-			cluster = c
-			break
-		}
-	}
-	if cluster == nil || cluster.Server == "" {
-		return nil, operr.New(operr.Trust, "cluster-info names no cluster server", "check the kube-public/cluster-info ConfigMap on the control plane")
-	}
-	res.Server = cluster.Server
-	certs, err := ParseCerts(cluster.CertificateAuthorityData)
-	if err != nil {
-		return nil, operr.Wrap(operr.Trust, err, "cluster-info carries no usable CA certificate", "")
-	}
-	res.CAData = cluster.CertificateAuthorityData
+	res := &Result{ClusterInfo: first.kubeconfig, ClockOffset: first.clockOffset, Server: first.trust.server,
+		CAData: EncodeCerts(first.trust.cas), CAPin: Pin(first.trust.cas[0])}
 	if len(req.Pins) == 0 {
-		res.CAPin = Pin(certs[0])
 		req.Logf("CA verification skipped (unsafe): trusting CA %s from the signed cluster-info alone", res.CAPin)
 		return res, nil
 	}
-	pin, ok := req.Pins.Match(certs)
-	if !ok {
-		return nil, operr.Newf(operr.Trust,
-			"check that you are joining the intended cluster; on its control plane print the right pin with kjoin token create --print-join-command",
-			"the cluster CA does not match any --discovery-token-ca-cert-hash: the server presented %s", PinsOf(certs))
-	}
-	res.CAPin = pin
-	req.Logf("CA %s matches a given pin; re-reading cluster-info over TLS verified by it", pin)
-
-	pool := x509.NewCertPool()
-	for _, c := range certs {
-		pool.AddCert(c)
-	}
-	host, _, _ := net.SplitHostPort(req.Endpoint)
-	secure := &tls.Config{RootCAs: pool, ServerName: host}
+	req.Logf("CA %s matches a given pin; re-reading cluster-info over TLS verified by it", res.CAPin)
+	secure := &tls.Config{RootCAs: Pool(first.trust.cas), ServerName: req.host()}
 	second, err := req.fetchSigned(ctx, secure)
 	if err != nil {
 		return nil, err
@@ -154,16 +128,149 @@ func Token(ctx context.Context, req Request) (*Result, error) {
 	return res, nil
 }
 
+// CheckEndpoint validates an API server endpoint: host:port with a non-empty host and a port
+// in 1-65535.
+func CheckEndpoint(endpoint string) error {
+	host, port, err := net.SplitHostPort(endpoint)
+	if err != nil {
+		return fmt.Errorf("not host:port: %w", err)
+	}
+	if host == "" {
+		return errors.New("the host is empty")
+	}
+	if strings.ContainsAny(host, " /\\?#@") {
+		return fmt.Errorf("%q is not a host name or IP address", host)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("port %q is not a number in 1-65535", port)
+	}
+	return nil
+}
+
+func (r *Request) host() string {
+	h, _, _ := net.SplitHostPort(r.Endpoint)
+	return h
+}
+
+// trusted is what a vetted cluster-info answer establishes.
+type trusted struct {
+	server string
+	// cas are the CAs to trust: exactly the pinned ones (all of them with unsafe skip).
+	cas []*x509.Certificate
+}
+
+// vet checks one cluster-info answer before its signature is looked at: the kubeconfig names
+// an https server and carries CAs, every CA is pinned, and the server that answered holds a
+// certificate issued by a pinned CA for the endpoint's host. Any failure is final.
+func (r *Request) vet(kubeconfig []byte, peers []*x509.Certificate) (*trusted, error) {
+	cfg, err := clientcmd.Load(kubeconfig)
+	if err != nil {
+		return nil, operr.Wrap(operr.Trust, err, "cluster-info holds an unreadable kubeconfig", "")
+	}
+	cluster, err := SelectCluster(cfg)
+	if err != nil {
+		return nil, operr.Wrap(operr.Trust, err, "cluster-info names no usable cluster", "check the kube-public/cluster-info ConfigMap on the control plane")
+	}
+	if err := CheckServerURL(cluster.Server); err != nil {
+		return nil, operr.Wrap(operr.Trust, err, "cluster-info names an unusable API server", "check the kube-public/cluster-info ConfigMap on the control plane")
+	}
+	certs, err := ParseCerts(cluster.CertificateAuthorityData)
+	if err != nil {
+		return nil, operr.Wrap(operr.Trust, err, "cluster-info carries no usable CA certificate", "")
+	}
+	if len(r.Pins) == 0 {
+		return &trusted{server: cluster.Server, cas: certs}, nil
+	}
+	pinned, unpinned := r.Pins.Select(certs)
+	switch {
+	case len(pinned) == 0:
+		return nil, operr.Newf(operr.Trust,
+			"check that you are joining the intended cluster; on its control plane print the right pin with kjoin token create --print-join-command",
+			"the cluster CA does not match any --discovery-token-ca-cert-hash: the server presented %s", PinsOf(certs))
+	case len(unpinned) > 0:
+		return nil, operr.Newf(operr.Trust,
+			"a CA bundle is trusted only when every CA in it is pinned: during a CA rotation pass one --discovery-token-ca-cert-hash per CA; otherwise someone added a CA to cluster-info",
+			"cluster-info carries CA(s) no --discovery-token-ca-cert-hash pins: %s (subject %q)", PinsOf(unpinned), unpinned[0].Subject.String())
+	}
+	if err := r.verifyPeer(peers, pinned); err != nil {
+		return nil, err
+	}
+	return &trusted{server: cluster.Server, cas: pinned}, nil
+}
+
+// verifyPeer checks that the server which answered proved a certificate issued by a pinned CA
+// for the endpoint's host (the TLS handshake proved it holds the matching key).
+func (r *Request) verifyPeer(peers []*x509.Certificate, cas []*x509.Certificate) error {
+	if len(peers) == 0 {
+		return operr.New(operr.Trust, "the API server presented no certificate", "check that "+r.Endpoint+" is an API server of the cluster you mean to join")
+	}
+	inter := x509.NewCertPool()
+	for _, c := range peers[1:] {
+		inter.AddCert(c)
+	}
+	_, err := peers[0].Verify(x509.VerifyOptions{
+		Roots: Pool(cas), Intermediates: inter, DNSName: r.host(), CurrentTime: r.Clock.Now(),
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	})
+	if err != nil {
+		return r.identityError(err)
+	}
+	return nil
+}
+
+// SelectCluster picks the cluster of a kubeconfig: the current context's, else the one named
+// "" (kubeadm's cluster-info), else the only one. It never picks at random.
+func SelectCluster(cfg *clientcmdapi.Config) (*clientcmdapi.Cluster, error) {
+	if c := cfg.Contexts[cfg.CurrentContext]; c != nil {
+		if cl := cfg.Clusters[c.Cluster]; cl != nil {
+			return cl, nil
+		}
+		return nil, fmt.Errorf("the current context %q names cluster %q, which is not defined", cfg.CurrentContext, c.Cluster)
+	}
+	if cl := cfg.Clusters[""]; cl != nil {
+		return cl, nil
+	}
+	if len(cfg.Clusters) == 1 {
+		for _, cl := range cfg.Clusters {
+			if cl != nil {
+				return cl, nil
+			}
+		}
+	}
+	if len(cfg.Clusters) == 0 {
+		return nil, errors.New("the kubeconfig defines no cluster")
+	}
+	return nil, fmt.Errorf("the kubeconfig defines %d clusters and no current context to choose one", len(cfg.Clusters))
+}
+
+// CheckServerURL requires an https URL with a host.
+func CheckServerURL(server string) error {
+	u, err := url.Parse(server)
+	if err != nil {
+		return fmt.Errorf("server %q is not a URL: %w", server, err)
+	}
+	if u.Scheme != "https" || u.Host == "" {
+		return fmt.Errorf("server %q is not an https:// URL", server)
+	}
+	return nil
+}
+
 type fetched struct {
 	kubeconfig  []byte
 	clockOffset time.Duration
+	trust       *trusted
 }
 
-// fetchSigned reads cluster-info until it carries a valid signature for the token.
+// fetchSigned reads cluster-info until it carries a valid signature for the token. Every
+// answer is vetted first; only a vetted server is waited on.
 func (r *Request) fetchSigned(ctx context.Context, tlsCfg *tls.Config) (*fetched, error) {
 	client := &http.Client{
 		Timeout:   r.CallTimeout,
 		Transport: &http.Transport{TLSClientConfig: tlsCfg, Proxy: http.ProxyFromEnvironment},
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return errors.New("the API server answered with a redirect; cluster-info is never read from elsewhere")
+		},
 	}
 	defer client.CloseIdleConnections()
 	url := "https://" + r.Endpoint + "/api/v1/namespaces/" + metaPublic + "/configmaps/" + bootstrapapi.ConfigMapClusterInfo
@@ -173,7 +280,7 @@ func (r *Request) fetchSigned(ctx context.Context, tlsCfg *tls.Config) (*fetched
 	delay := 200 * time.Millisecond
 	var lastErr error
 	for {
-		cm, offset, err := r.get(ctx, client, url, tlsCfg)
+		ans, err := r.get(ctx, client, url)
 		switch {
 		case err != nil && !isTransient(err):
 			return nil, err
@@ -181,19 +288,23 @@ func (r *Request) fetchSigned(ctx context.Context, tlsCfg *tls.Config) (*fetched
 			lastErr = err
 			r.Logf("cluster-info not readable yet (%v); retrying", err)
 		default:
-			kc := cm.Data[bootstrapapi.KubeConfigKey]
+			kc := ans.cm.Data[bootstrapapi.KubeConfigKey]
 			if kc == "" {
 				return nil, operr.New(operr.Trust, "cluster-info has no kubeconfig: this API server is not set up for token bootstrapping", "run kubeadm init phase bootstrap-token on the control plane")
 			}
-			sig, signed := cm.Data[sigKey]
+			tr, err := r.vet([]byte(kc), ans.peers)
+			if err != nil {
+				return nil, err
+			}
+			sig, signed := ans.cm.Data[sigKey]
 			if signed {
 				if !jws.DetachedTokenIsValid(sig, kc, r.Token.ID, r.Token.Secret) {
 					return nil, operr.Newf(operr.Auth, "check the token for typos, or create a new one on the control plane with kjoin token create",
 						"the token secret does not match token id %q: cluster-info's signature for it does not verify", r.Token.ID)
 				}
-				return &fetched{kubeconfig: []byte(kc), clockOffset: offset}, nil
+				return &fetched{kubeconfig: []byte(kc), clockOffset: ans.offset, trust: tr}, nil
 			}
-			others := signedTokenIDs(cm.Data)
+			others := signedTokenIDs(ans.cm.Data)
 			noSignatures = len(others) == 0
 			if !noSignatures && unsignedSince.IsZero() {
 				unsignedSince = r.Clock.Now()
@@ -250,48 +361,87 @@ func isTransient(err error) bool {
 	return errors.As(err, &t)
 }
 
-func (r *Request) get(ctx context.Context, client *http.Client, url string, tlsCfg *tls.Config) (*corev1.ConfigMap, time.Duration, error) {
+type answer struct {
+	cm     *corev1.ConfigMap
+	peers  []*x509.Certificate
+	offset time.Duration
+}
+
+func (r *Request) get(ctx context.Context, client *http.Client, url string) (*answer, error) {
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	hreq.Header.Set("Accept", "application/json")
 	resp, err := client.Do(hreq)
 	if err != nil {
-		return nil, 0, r.classify(err, tlsCfg)
+		return nil, r.classify(ctx, err)
 	}
 	defer resp.Body.Close()
-	var offset time.Duration
+	ans := &answer{}
+	if resp.TLS != nil {
+		ans.peers = resp.TLS.PeerCertificates
+	}
 	if d, err := http.ParseTime(resp.Header.Get("Date")); err == nil {
-		offset = d.Sub(r.Clock.Now())
-		r.offset = offset
+		ans.offset = d.Sub(r.Clock.Now())
+		r.offset = ans.offset
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if err != nil {
-		return nil, offset, transientError{err}
+		return nil, transientError{err}
 	}
 	switch {
 	case resp.StatusCode == http.StatusOK:
 	case resp.StatusCode == http.StatusNotFound:
-		return nil, offset, operr.New(operr.Trust, "the cluster has no kube-public/cluster-info ConfigMap: this API server is not set up for token bootstrapping",
+		return nil, operr.New(operr.Trust, "the cluster has no kube-public/cluster-info ConfigMap: this API server is not set up for token bootstrapping",
 			"run kubeadm init phase bootstrap-token on the control plane, or use --discovery-file")
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
-		return nil, offset, operr.Newf(operr.Auth, "the API server must allow anonymous reads of kube-public/cluster-info (kubeadm's Role kubeadm:bootstrap-signer-clusterinfo), or use --discovery-file",
+		return nil, operr.Newf(operr.Auth, "the API server must allow anonymous reads of kube-public/cluster-info (kubeadm's Role kubeadm:bootstrap-signer-clusterinfo), or use --discovery-file",
 			"the API server refused an anonymous read of cluster-info (HTTP %d)", resp.StatusCode)
 	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
-		return nil, offset, transientError{fmt.Errorf("HTTP %d from %s", resp.StatusCode, url)}
+		return nil, transientError{fmt.Errorf("HTTP %d from %s", resp.StatusCode, url)}
 	default:
-		return nil, offset, operr.Newf(operr.Trust, "", "unexpected HTTP %d reading cluster-info: %s", resp.StatusCode, strings.TrimSpace(string(body)))
+		return nil, operr.Newf(operr.Trust, "", "unexpected HTTP %d reading cluster-info: %s", resp.StatusCode, Snippet(body))
 	}
 	cm := &corev1.ConfigMap{}
 	if err := json.Unmarshal(body, cm); err != nil {
-		return nil, offset, operr.Wrap(operr.Trust, err, "cluster-info is not a ConfigMap", "")
+		return nil, operr.Newf(operr.Trust, "check that the endpoint is a Kubernetes API server", "cluster-info is not a ConfigMap (%v): %s", err, Snippet(body))
 	}
-	return cm, offset, nil
+	ans.cm = cm
+	return ans, nil
 }
 
-// classify turns a transport error into a transient error or a precise operator error.
-func (r *Request) classify(err error, tlsCfg *tls.Config) error {
+// Snippet quotes at most the first 200 bytes of an unauthenticated response body for a
+// message: enough to recognise it, never a flood of a stranger's bytes.
+func Snippet(body []byte) string {
+	const max = 200
+	b := bytes.TrimSpace(body)
+	if len(b) > max {
+		return fmt.Sprintf("%q (%d more bytes)", b[:max], len(b)-max)
+	}
+	return fmt.Sprintf("%q", b)
+}
+
+// classify turns a transport error into a transient error or a precise operator error. Only
+// the end of the whole discovery (ctx) is final; a single call that timed out is retried.
+func (r *Request) classify(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return operr.Wrap(operr.Timeout, err, "discovery timed out reading cluster-info from "+r.Endpoint, "check that the API server is up and reachable from this node")
+	}
+	if e := r.identityError(err); e != nil {
+		return e
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
+		return operr.Wrap(operr.Trust, err, "cannot resolve the API server endpoint "+r.Endpoint, "check the name, or use an IP address")
+	}
+	// Connection refused/reset, unreachable, per-call timeouts, TLS handshakes cut short:
+	// an API server that is (re)starting looks like this, so retry within the timeout.
+	return transientError{err}
+}
+
+// identityError explains a certificate verification failure, or returns nil for other errors.
+func (r *Request) identityError(err error) error {
 	var hostErr x509.HostnameError
 	if errors.As(err, &hostErr) && hostErr.Certificate != nil {
 		names := append([]string{}, hostErr.Certificate.DNSNames...)
@@ -299,7 +449,7 @@ func (r *Request) classify(err error, tlsCfg *tls.Config) error {
 			names = append(names, ip.String())
 		}
 		return operr.Newf(operr.Trust, "join through one of those names, or add this one to the API server certificate (ClusterConfiguration apiServer.certSANs)",
-			"the API server certificate is not valid for %q; it is valid for: %s", tlsCfg.ServerName, strings.Join(names, ", "))
+			"the API server certificate is not valid for %q; it is valid for: %s", r.host(), strings.Join(names, ", "))
 	}
 	var invalid x509.CertificateInvalidError
 	if errors.As(err, &invalid) && invalid.Reason == x509.Expired {
@@ -313,19 +463,13 @@ func (r *Request) classify(err error, tlsCfg *tls.Config) error {
 			"the API server certificate is not valid at this node's time %s (valid %s to %s)%s",
 			now.UTC().Format(time.RFC3339), c.NotBefore.UTC().Format(time.RFC3339), c.NotAfter.UTC().Format(time.RFC3339), skew)
 	}
+	if errors.As(err, &invalid) {
+		return operr.Wrap(operr.Trust, err, "the API server certificate is not usable", "check that "+r.Endpoint+" is an API server of the cluster you mean to join")
+	}
 	var unknown x509.UnknownAuthorityError
 	if errors.As(err, &unknown) {
 		return operr.Wrap(operr.Trust, err, "the API server presented a certificate not signed by the pinned CA",
 			"check that "+r.Endpoint+" is an API server of the cluster you mean to join")
 	}
-	var dnsErr *net.DNSError
-	if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
-		return operr.Wrap(operr.Trust, err, "cannot resolve the API server endpoint "+r.Endpoint, "check the name, or use an IP address")
-	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return operr.Wrap(operr.Timeout, err, "discovery timed out reading cluster-info from "+r.Endpoint, "check that the API server is up and reachable from this node")
-	}
-	// Connection refused/reset, unreachable, per-call timeouts, TLS handshakes cut short:
-	// an API server that is (re)starting looks like this, so retry within the timeout.
-	return transientError{err}
+	return nil
 }

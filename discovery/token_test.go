@@ -280,3 +280,5 @@ func TestTokenDiscoveryWaitsForASignerThatHasNotRunYet(t *testing.T) {
 	_, err := Token(context.Background(), req)
 	wantCode(t, err, operr.Timeout, "no token signatures at all")
 }
+
+func tlsConfig(c tls.Certificate) *tls.Config { return &tls.Config{Certificates: []tls.Certificate{c}} }
