@@ -1,8 +1,6 @@
 package kubelet
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -11,26 +9,18 @@ import (
 
 const cluster = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncgroupDriver: systemd\nmaxPods: 110\n"
 
-func TestConfigMergesRuntimeAndPatches(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "kubeletconfiguration+merge.yaml"), []byte("maxPods: 42\n"), 0o644); err != nil {
-		t.Fatal(err)
+func TestConfigAppliesPatchBeforeRuntime(t *testing.T) {
+	patch := func(doc []byte) ([]byte, error) {
+		if !strings.Contains(string(doc), "resolvConf: /run/systemd/resolve/resolv.conf") {
+			t.Errorf("patch saw the document before the resolv.conf default:\n%s", doc)
+		}
+		return []byte(strings.Replace(string(doc), "maxPods: 110", "maxPods: 42\ncontainerRuntimeEndpoint: unix:///patched", 1)), nil
 	}
-	if err := os.WriteFile(filepath.Join(dir, "kubeletconfiguration1+json.yaml"), []byte(`[{"op":"add","path":"/serializeImagePulls","value":false}]`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "etcd+merge.yaml"), []byte("x: 1\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	patches, err := Patches(dir, "kubeletconfiguration")
-	if err != nil || len(patches) != 2 {
-		t.Fatalf("patches %d, %v", len(patches), err)
-	}
-	out, err := Config([]byte(cluster), "unix:///run/containerd/containerd.sock", true, patches)
+	out, err := Config([]byte(cluster), "unix:///run/containerd/containerd.sock", true, patch)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"maxPods: 42", "serializeImagePulls: false", "containerRuntimeEndpoint: unix:///run/containerd/containerd.sock", "resolvConf: /run/systemd/resolve/resolv.conf", "cgroupDriver: systemd"} {
+	for _, want := range []string{"maxPods: 42", "containerRuntimeEndpoint: unix:///run/containerd/containerd.sock", "resolvConf: /run/systemd/resolve/resolv.conf", "cgroupDriver: systemd"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("config lacks %q:\n%s", want, out)
 		}

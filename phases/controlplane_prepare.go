@@ -17,6 +17,7 @@ import (
 	cc "kjoin.dev/kjoin/clusterconfig"
 	"kjoin.dev/kjoin/manifests"
 	"kjoin.dev/kjoin/operr"
+	"kjoin.dev/kjoin/patches"
 	"kjoin.dev/kjoin/pki"
 )
 
@@ -170,11 +171,28 @@ func manifestNode(e *Env, s *State) manifests.Node {
 	}
 }
 
+// writeManifest writes a static pod manifest with the operator's patches for it applied.
 func writeManifest(e *Env, s *State, name string, data []byte) error {
+	set, err := loadPatches(s)
+	if err != nil {
+		return err
+	}
+	if data, err = set.Apply(name, data); err != nil {
+		return operr.Wrap(operr.Usage, err, "cannot apply --patches", "fix the patch file named above")
+	}
 	if err := os.MkdirAll(e.Paths.Of(ManifestsDir), 0o700); err != nil && !s.Opts.DryRun {
 		return err
 	}
 	return s.WriteFile(e, path.Join(ManifestsDir, name+".yaml"), data, 0o600)
+}
+
+// loadPatches reads the operator's patches directory (validated before the join started).
+func loadPatches(s *State) (*patches.Set, error) {
+	set, err := patches.Load(s.Opts.PatchesDir)
+	if err != nil {
+		return nil, operr.Wrap(operr.Usage, err, "cannot read --patches", "")
+	}
+	return set, nil
 }
 
 func fetchClusterConfiguration(ctx context.Context, s *State) (*cc.ClusterConfiguration, error) {

@@ -49,12 +49,14 @@ func runKubeletConfig(ctx context.Context, e *Env, s *State) error {
 	if raw == "" {
 		return operr.New(operr.Other, "kube-system/kubelet-config has no \"kubelet\" key", "re-run kubeadm init phase upload-config kubelet on a control plane")
 	}
-	patches, err := kubelet.Patches(s.Opts.PatchesDir, "kubeletconfiguration")
+	set, err := loadPatches(s)
 	if err != nil {
-		return operr.Wrap(operr.Usage, err, "cannot read --patches", "")
+		return err
 	}
 	_, resolvedErr := e.Exec.Run(ctx, "systemctl", "is-active", "--quiet", "systemd-resolved")
-	cfg, err := kubelet.Config([]byte(raw), s.Opts.CRISocket, resolvedErr == nil, patches)
+	cfg, err := kubelet.Config([]byte(raw), s.Opts.CRISocket, resolvedErr == nil, func(doc []byte) ([]byte, error) {
+		return set.Apply("kubeletconfiguration", doc)
+	})
 	if err != nil {
 		return operr.Wrap(operr.Other, err, "cannot render the kubelet configuration", "")
 	}
