@@ -202,9 +202,17 @@ func Defaults(e *Env, o *Options) error {
 			}
 			o.AdvertiseAddress = ip
 		}
-		if ip := net.ParseIP(o.AdvertiseAddress); ip == nil || !(ip.IsGlobalUnicast() || ip.IsLoopback()) {
-			return operr.Newf(operr.Usage, "pass an IP address of this node", "--apiserver-advertise-address %q is not a usable unicast IP", o.AdvertiseAddress)
+		if err := CheckAdvertiseAddress(o.AdvertiseAddress); err != nil {
+			return operr.Wrap(operr.Usage, err, "cannot use this node's advertise address", "pass --apiserver-advertise-address with an IP address of this node")
 		}
+	}
+	return nil
+}
+
+// CheckAdvertiseAddress requires a global unicast or loopback IP, as kubeadm does.
+func CheckAdvertiseAddress(s string) error {
+	if ip := net.ParseIP(s); ip == nil || !(ip.IsGlobalUnicast() || ip.IsLoopback()) {
+		return fmt.Errorf("%q is not a usable unicast IP address", s)
 	}
 	return nil
 }

@@ -6,19 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
-	"os"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"kjoin.dev/kjoin/discovery"
+	"kjoin.dev/kjoin/joinconfig"
 	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/phases"
-	"kjoin.dev/kjoin/token"
 )
 
 const joinLong = `Join this machine to a cluster made by kubeadm init, as a worker or (with --control-plane)
@@ -37,42 +32,11 @@ the certificate key can come from KJOIN_CERTIFICATE_KEY.`
 
 // JoinOptions are the flag values of kjoin join.
 type JoinOptions struct {
-	Endpoint                 string
-	Token                    string
-	TokenFile                string
-	DiscoveryToken           string
-	CACertHashes             []string
-	UnsafeSkipCAVerification bool
-	DiscoveryFile            string
-	TLSBootstrapToken        string
-	NodeName                 string
-	CRISocket                string
-	ConfigPath               string
-	IgnorePreflightErrors    []string
-	SkipPhases               []string
-	DryRun                   bool
-	ControlPlane             bool
-	CertificateKey           string
-	AdvertiseAddress         string
-	BindPort                 int
-	Patches                  string
-	Verbosity                int
-	Output                   string
-	Wait                     bool
-	WaitReady                bool
-	WaitReadyTimeout         time.Duration
-	Root                     string
+	joinconfig.Flags
+	Root string
 
 	// OnlyPhase runs a single phase (kjoin join phase NAME).
 	OnlyPhase string
-	changed   func(string) bool
-}
-
-// configMixAllowed are the flags that may accompany --config (kubeadm's allow-list plus
-// kjoin's output, wait and secret-source flags).
-var configMixAllowed = map[string]bool{
-	"config": true, "ignore-preflight-errors": true, "dry-run": true, "node-name": true, "skip-phases": true,
-	"v": true, "output": true, "wait": true, "wait-ready": true, "wait-ready-timeout": true, "token-file": true, "root": true,
 }
 
 // NewCmdJoin builds kjoin join (and kjoin join phase NAME). runF replaces the run function in tests.
@@ -87,7 +51,7 @@ func NewCmdJoin(deps *Deps, runF func(*JoinOptions) error) *cobra.Command {
 			if len(args) == 1 {
 				o.Endpoint = args[0]
 			}
-			o.changed = func(n string) bool { return cmd.Flags().Changed(n) }
+			o.Changed = func(n string) bool { return cmd.Flags().Changed(n) }
 			if runF != nil {
 				return runF(o)
 			}
@@ -142,170 +106,9 @@ func bindJoinFlags(f *pflag.FlagSet, o *JoinOptions) {
 	_ = f.MarkHidden("root")
 }
 
-// resolve turns flags (and --config) into phase options, following kubeadm's mixing rules.
-func (o *JoinOptions) resolve(deps *Deps, warn func(string)) (phases.Options, error) {
-	po := phases.Options{
-		Timeouts: phases.DefaultTimeouts(), Wait: o.Wait, WaitReady: o.WaitReady, WaitReadyTimeout: o.WaitReadyTimeout,
-		ReadyGrace: 15 * time.Second, BindPort: o.BindPort, IgnorePreflight: map[string]bool{},
-	}
-	if o.Output != "text" && o.Output != "json" {
-		return po, usage("--output must be text or json, not %q", o.Output)
-	}
-	secret, err := o.tokenFromSources(deps)
-	if err != nil {
-		return po, err
-	}
-	endpoint, discoveryToken, tlsToken, pins := o.Endpoint, o.DiscoveryToken, o.TLSBootstrapToken, o.CACertHashes
-	nodeName, criSocket, unsafe, discoveryFile := o.NodeName, o.CRISocket, o.UnsafeSkipCAVerification, o.DiscoveryFile
-	controlPlane, certKey, advertise, patches := o.ControlPlane, o.CertificateKey, o.AdvertiseAddress, o.Patches
-	dryRun, skip, ignore := o.DryRun, o.SkipPhases, o.IgnorePreflightErrors
-	if o.ConfigPath != "" {
-		var mixed []string
-		for _, n := range []string{"token", "discovery-token", "discovery-token-ca-cert-hash", "discovery-token-unsafe-skip-ca-verification",
-			"discovery-file", "tls-bootstrap-token", "cri-socket", "control-plane", "certificate-key", "apiserver-advertise-address",
-			"apiserver-bind-port", "patches"} {
-			if o.changed != nil && o.changed(n) && !configMixAllowed[n] {
-				mixed = append(mixed, n)
-			}
-		}
-		if len(mixed) > 0 {
-			return po, usage("can not mix '--config' with arguments %v", mixed)
-		}
-		jc, err := loadJoinConfiguration(o.ConfigPath, warn)
-		if err != nil {
-			return po, operr.Wrap(operr.Usage, err, "cannot use --config", "")
-		}
-		endpoint, discoveryToken, pins, unsafe, discoveryFile = "", "", nil, false, ""
-		if bt := jc.Discovery.BootstrapToken; bt != nil {
-			endpoint, discoveryToken, pins, unsafe = bt.APIServerEndpoint, bt.Token, bt.CACertHashes, bt.UnsafeSkipCAVerification
-		}
-		if jc.Discovery.File != nil {
-			discoveryFile = jc.Discovery.File.KubeConfigPath
-		}
-		tlsToken = jc.Discovery.TLSBootstrapToken
-		if nodeName == "" {
-			nodeName = jc.NodeRegistration.Name
-		}
-		criSocket = jc.NodeRegistration.CRISocket
-		ignore = append(ignore, jc.NodeRegistration.IgnorePreflightErrors...)
-		po.KubeletExtraArgs = jc.NodeRegistration.KubeletExtraArgs
-		if jc.NodeRegistration.Taints != nil {
-			po.Taints, po.TaintsSet = *jc.NodeRegistration.Taints, true
-		}
-		controlPlane = jc.ControlPlane != nil
-		if cp := jc.ControlPlane; cp != nil {
-			certKey, advertise = cp.CertificateKey, cp.LocalAPIEndpoint.AdvertiseAddress
-			if cp.LocalAPIEndpoint.BindPort != 0 {
-				po.BindPort = cp.LocalAPIEndpoint.BindPort
-			}
-		}
-		if jc.Patches != nil {
-			patches = jc.Patches.Directory
-		}
-		if !o.changed("dry-run") {
-			dryRun = jc.DryRun
-		}
-		if len(skip) == 0 {
-			skip = jc.SkipPhases
-		}
-		if t := jc.Timeouts; t != nil {
-			set := func(dst *time.Duration, d *duration) {
-				if d != nil {
-					*dst = d.Duration
-				}
-			}
-			set(&po.Timeouts.Discovery, t.Discovery)
-			set(&po.Timeouts.KubernetesAPICall, t.KubernetesAPICall)
-			set(&po.Timeouts.TLSBootstrap, t.TLSBootstrap)
-			set(&po.Timeouts.KubeletHealth, t.KubeletHealthCheck)
-			set(&po.Timeouts.EtcdAPICall, t.EtcdAPICall)
-			set(&po.Timeouts.ControlPlane, t.ControlPlaneComponentHealthCheck)
-		}
-	} else if !controlPlane && (certKey != "" || advertise != "" || o.changed("apiserver-bind-port")) {
-		warn("--control-plane is also required when passing control-plane flags such as --certificate-key, --apiserver-advertise-address, --apiserver-bind-port; they are ignored")
-	}
-	// A token from --token, --token-file or KJOIN_TOKEN fills the tokens not given otherwise.
-	if secret != "" {
-		if discoveryToken == "" {
-			discoveryToken = secret
-		}
-		if tlsToken == "" {
-			tlsToken = secret
-		}
-	}
-	if discoveryFile == "" {
-		if endpoint == "" {
-			return po, usage("no API server endpoint: give it as the argument (host:port), or use --discovery-file")
-		}
-		if _, _, err := net.SplitHostPort(endpoint); err != nil {
-			return po, usage("API server endpoint %q is not host:port (e.g. 10.0.0.1:6443)", endpoint)
-		}
-		if discoveryToken == "" {
-			return po, usage("no token: pass --token-file, KJOIN_TOKEN, --token or --discovery-token")
-		}
-		t, err := token.Parse(discoveryToken)
-		if err != nil {
-			return po, operr.Wrap(operr.Usage, err, "invalid discovery token", "tokens look like abcdef.0123456789abcdef; create one with kjoin token create")
-		}
-		po.DiscoveryToken = &t
-		if len(pins) == 0 && !unsafe {
-			return po, usage("token discovery without --discovery-token-ca-cert-hash would trust any server; pass the CA pin (or --discovery-token-unsafe-skip-ca-verification)")
-		}
-	}
-	if tlsToken != "" {
-		t, err := token.Parse(tlsToken)
-		if err != nil {
-			return po, operr.Wrap(operr.Usage, err, "invalid TLS bootstrap token", "tokens look like abcdef.0123456789abcdef")
-		}
-		po.TLSBootstrapToken = &t
-	}
-	if po.Pins, err = discovery.ParsePins(pins); err != nil {
-		return po, operr.Wrap(operr.Usage, err, "", "pins look like sha256:<64 hex characters>")
-	}
-	po.Endpoint, po.UnsafeSkipCAVerification, po.DiscoveryFile = endpoint, unsafe, discoveryFile
-	po.NodeName, po.CRISocket, po.PatchesDir, po.DryRun = nodeName, criSocket, patches, dryRun
-	if controlPlane {
-		if certKey == "" {
-			certKey = strings.TrimSpace(deps.Getenv("KJOIN_CERTIFICATE_KEY"))
-		}
-		po.ControlPlane, po.CertificateKey, po.AdvertiseAddress = true, certKey, advertise
-	}
-	for _, n := range ignore {
-		po.IgnorePreflight[strings.ToLower(n)] = true
-	}
-	if po.IgnorePreflight["all"] && len(po.IgnorePreflight) > 1 {
-		return po, usage("--ignore-preflight-errors: 'all' cannot be combined with other check names")
-	}
-	o.SkipPhases = skip
-	return po, nil
-}
-
-// tokenFromSources reads the token from --token, --token-file (or stdin) or KJOIN_TOKEN.
-func (o *JoinOptions) tokenFromSources(deps *Deps) (string, error) {
-	if o.Token != "" && o.TokenFile != "" {
-		return "", usage("--token and --token-file are mutually exclusive")
-	}
-	switch {
-	case o.Token != "":
-		return o.Token, nil
-	case o.TokenFile == "-":
-		b, err := io.ReadAll(io.LimitReader(deps.In, 4096))
-		if err != nil {
-			return "", operr.Wrap(operr.Usage, err, "read the token from stdin", "")
-		}
-		return strings.TrimSpace(string(b)), nil
-	case o.TokenFile != "":
-		b, err := os.ReadFile(o.TokenFile)
-		if err != nil {
-			return "", operr.Wrap(operr.Usage, err, "read --token-file", "")
-		}
-		return strings.TrimSpace(string(b)), nil
-	}
-	return strings.TrimSpace(deps.Getenv("KJOIN_TOKEN")), nil
-}
-
-func usage(format string, args ...any) error {
-	return operr.Newf(operr.Usage, "see kjoin join --help", format, args...)
+// resolve validates the flags (and --config) into phase options, before any host probe.
+func (o *JoinOptions) resolve(deps *Deps) (*joinconfig.Result, error) {
+	return joinconfig.Resolve(o.Flags, joinconfig.Sources{Stdin: deps.In, Getenv: deps.Getenv}, phases.Names(phases.Join))
 }
 
 // JoinReport is the JSON result of kjoin join.
@@ -344,24 +147,20 @@ func runJoin(cmd *cobra.Command, deps *Deps, o *JoinOptions) error {
 		warnings = append(warnings, s)
 		fmt.Fprintf(progressOut, "[join] WARNING: %s\n", s)
 	}
-	po, err := o.resolve(deps, warn)
+	resolved, err := o.resolve(deps)
+	for _, w := range resolved.Warnings {
+		warn(w)
+	}
+	po := resolved.Options
 	if err == nil {
 		err = phases.Defaults(env, &po)
 	}
 	s := &phases.State{Opts: po, Warnings: warnings}
 	var results []phases.PhaseResult
 	if err == nil {
-		ro := phases.RunOptions{Skip: o.SkipPhases}
+		ro := phases.RunOptions{Skip: resolved.SkipPhases, AfterPhase: faultHook(deps.Getenv)}
 		if o.OnlyPhase != "" {
 			ro.Only = []string{o.OnlyPhase}
-		}
-		if stop := deps.Getenv("KJOIN_FAULT_KILL_AFTER"); stop != "" {
-			// Fault injection for the lab's resume tests: die like kill -9 after a phase.
-			ro.AfterPhase = func(name string) {
-				if name == stop {
-					_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-				}
-			}
 		}
 		results, err = phases.Run(cmd.Context(), env, s, phases.Join, ro)
 		if err != nil && cmd.Context().Err() != nil {

@@ -41,8 +41,8 @@ func parse(t *testing.T, deps *Deps, line string) (*JoinOptions, phases.Options,
 	if err := cmd.Execute(); err != nil {
 		return nil, phases.Options{}, err
 	}
-	po, err := got.resolve(deps, func(string) {})
-	return got, po, err
+	res, err := got.resolve(deps)
+	return got, res.Options, err
 }
 
 func TestJoinFlags(t *testing.T) {
@@ -75,9 +75,9 @@ func TestTokenSources(t *testing.T) {
 		{name: "stdin", line: "e:6443 --token-file -", stdin: "cccccc.0123456789abcdef\n", wantID: "cccccc"},
 		{name: "env", line: "e:6443", env: map[string]string{"KJOIN_TOKEN": "dddddd.0123456789abcdef"}, wantID: "dddddd"},
 		{name: "flag beats env", line: "e:6443 --token eeeeee.0123456789abcdef", env: map[string]string{"KJOIN_TOKEN": "dddddd.0123456789abcdef"}, wantID: "eeeeee"},
-		{name: "both flag and file", line: "e:6443 --token eeeeee.0123456789abcdef --token-file " + file, wantErr: "mutually exclusive"},
-		{name: "none", line: "e:6443", wantErr: "no token"},
-		{name: "malformed", line: "e:6443 --token nope", wantErr: "invalid discovery token"},
+		{name: "both flag and file", line: "e:6443 --token eeeeee.0123456789abcdef --token-file " + file, wantErr: "not together with --token-file"},
+		{name: "none", line: "e:6443", wantErr: "--token: missing"},
+		{name: "malformed", line: "e:6443 --token nope", wantErr: "want a bootstrap token"},
 		{name: "no pin", line: "e:6443 --token eeeeee.0123456789abcdef --discovery-token-ca-cert-hash=", wantErr: "would trust any server"},
 		{name: "bad pin", line: "e:6443 --token eeeeee.0123456789abcdef --discovery-token-ca-cert-hash sha256:abc", wantErr: "64 characters"},
 		{name: "endpoint without port", line: "10.0.0.1 --token eeeeee.0123456789abcdef", wantErr: "host:port"},
@@ -154,7 +154,7 @@ timeouts:
 func TestRunExitCodesAndJSON(t *testing.T) {
 	deps, out, errb := testDeps("", nil)
 	code := Run(context.Background(), deps, []string{"join", "e:6443", "--token", "bad", "--discovery-token-ca-cert-hash", pin})
-	if code != 2 || !strings.Contains(errb.String(), "error: invalid discovery token") || !strings.Contains(errb.String(), "hint:") {
+	if code != 2 || !strings.Contains(errb.String(), "error: invalid input: --token") || !strings.Contains(errb.String(), "hint:") {
 		t.Errorf("exit %d, stderr %q", code, errb)
 	}
 

@@ -494,3 +494,7 @@ func nonNil(l []string) []string {
 	}
 	return l
 }
+
+func usage(format string, args ...any) error {
+	return operr.Newf(operr.Usage, "see kjoin --help", format, args...)
+}

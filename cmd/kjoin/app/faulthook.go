@@ -1,0 +1,6 @@
+//go:build !kjoin_fault
+
+package app
+
+// faultHook is the lab's fault injection; release builds have none (build tag kjoin_fault).
+func faultHook(func(string) string) func(string) { return nil }

@@ -1,0 +1,482 @@
+// Package joinconfig turns kjoin join's flags, or a kubeadm JoinConfiguration, into validated
+// phase options, before anything on the host is probed or changed. It has three steps, each
+// with one copy of each rule: fromFlags and fromConfig gather the raw values (kubeadm's mixing
+// rules), validate checks every value and reports all bad ones together (exit 2). It reads
+// only what the command line names (token file, config file, patches directory, discovery
+// file); it must not know about container runtimes, ports or the cluster.
+package joinconfig
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"kjoin.dev/kjoin/certs"
+	"kjoin.dev/kjoin/clusterconfig"
+	"kjoin.dev/kjoin/discovery"
+	"kjoin.dev/kjoin/operr"
+	"kjoin.dev/kjoin/patches"
+	"kjoin.dev/kjoin/phases"
+	"kjoin.dev/kjoin/token"
+)
+
+// Flags are kjoin join's command-line values, as given.
+type Flags struct {
+	Endpoint                 string
+	Token                    string
+	TokenFile                string
+	DiscoveryToken           string
+	CACertHashes             []string
+	UnsafeSkipCAVerification bool
+	DiscoveryFile            string
+	TLSBootstrapToken        string
+	NodeName                 string
+	CRISocket                string
+	ConfigPath               string
+	IgnorePreflightErrors    []string
+	SkipPhases               []string
+	DryRun                   bool
+	ControlPlane             bool
+	CertificateKey           string
+	AdvertiseAddress         string
+	BindPort                 int
+	Patches                  string
+	Output                   string
+	Verbosity                int
+	Wait                     bool
+	WaitReady                bool
+	WaitReadyTimeout         time.Duration
+	// Changed reports whether a flag was set on the command line (nil: none was).
+	Changed func(name string) bool
+}
+
+// Sources are where secrets come from besides flags.
+type Sources struct {
+	Stdin  io.Reader
+	Getenv func(string) string
+}
+
+// Result is a validated join request.
+type Result struct {
+	Options    phases.Options
+	SkipPhases []string
+	Warnings   []string
+}
+
+// Secret environment variables.
+const (
+	TokenEnv          = "KJOIN_TOKEN"
+	CertificateKeyEnv = "KJOIN_CERTIFICATE_KEY"
+)
+
+// configMixAllowed are the flags that may accompany --config (kubeadm's allow-list plus
+// kjoin's output, wait and secret-source flags).
+var configMixAllowed = map[string]bool{
+	"config": true, "ignore-preflight-errors": true, "dry-run": true, "node-name": true, "skip-phases": true,
+	"v": true, "output": true, "wait": true, "wait-ready": true, "wait-ready-timeout": true, "token-file": true, "root": true,
+}
+
+// value is one raw input and where it came from ("--flag", or a config field), for messages.
+type value[T any] struct {
+	V    T
+	From string
+}
+
+// input is the raw request, gathered from flags or a config file, not yet checked.
+type input struct {
+	endpoint, discoveryToken, tlsToken, discoveryFile value[string]
+	pins                                              value[[]string]
+	unsafe                                            bool
+	nodeName, criSocket, certKey, advertise, patches  value[string]
+	bindPort                                          value[int]
+	controlPlane, dryRun                              bool
+	skip                                              value[[]string]
+	ignore                                            []string
+	taints                                            value[*[]phases.Taint]
+	kubeletExtraArgs                                  []clusterconfig.Arg
+	timeouts                                          []value[*time.Duration]
+	secret                                            value[string]
+}
+
+// Resolve gathers the join request from flags (or --config) and validates all of it.
+// phaseNames are the workflow's phases, for --skip-phases.
+func Resolve(f Flags, src Sources, phaseNames []string) (*Result, error) {
+	if f.Changed == nil {
+		f.Changed = func(string) bool { return false }
+	}
+	v := &validator{}
+	res := &Result{Options: phases.Options{
+		Timeouts: phases.DefaultTimeouts(), Wait: f.Wait, WaitReady: f.WaitReady, WaitReadyTimeout: f.WaitReadyTimeout,
+		ReadyGrace: 15 * time.Second, IgnorePreflight: map[string]bool{},
+	}}
+	in := v.fromFlags(f, src, &res.Options)
+	if f.ConfigPath != "" {
+		in = v.fromConfig(f, in, &res.Options)
+	}
+	if in != nil {
+		v.validate(f, in, phaseNames, res)
+	}
+	res.Warnings = append(res.Warnings, v.warnings...)
+	if err := v.err(); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// fromFlags gathers the request from the command line (and the secret sources).
+func (v *validator) fromFlags(f Flags, src Sources, po *phases.Options) *input {
+	in := &input{
+		endpoint: value[string]{f.Endpoint, "api-server-endpoint argument"}, discoveryToken: value[string]{f.DiscoveryToken, "--discovery-token"},
+		tlsToken: value[string]{f.TLSBootstrapToken, "--tls-bootstrap-token"}, discoveryFile: value[string]{f.DiscoveryFile, "--discovery-file"},
+		pins: value[[]string]{f.CACertHashes, "--discovery-token-ca-cert-hash"}, unsafe: f.UnsafeSkipCAVerification,
+		nodeName: value[string]{f.NodeName, "--node-name"}, criSocket: value[string]{f.CRISocket, "--cri-socket"},
+		certKey: value[string]{f.CertificateKey, "--certificate-key"}, advertise: value[string]{f.AdvertiseAddress, "--apiserver-advertise-address"},
+		patches: value[string]{f.Patches, "--patches"}, bindPort: value[int]{f.BindPort, "--apiserver-bind-port"},
+		controlPlane: f.ControlPlane, dryRun: f.DryRun, skip: value[[]string]{f.SkipPhases, "--skip-phases"}, ignore: f.IgnorePreflightErrors,
+	}
+	in.secret = v.readSecret(f, src)
+	if f.ControlPlane && in.certKey.V == "" && src.Getenv != nil {
+		in.certKey = value[string]{strings.TrimSpace(src.Getenv(CertificateKeyEnv)), CertificateKeyEnv}
+	}
+	if !f.ControlPlane && f.ConfigPath == "" && (f.CertificateKey != "" || f.AdvertiseAddress != "" || f.Changed("apiserver-bind-port")) {
+		v.warn("--control-plane is also required when passing control-plane flags such as --certificate-key, --apiserver-advertise-address, --apiserver-bind-port; they are ignored")
+	}
+	po.BindPort = f.BindPort
+	return in
+}
+
+// readSecret reads the token from --token, --token-file (or stdin) or KJOIN_TOKEN.
+func (v *validator) readSecret(f Flags, src Sources) value[string] {
+	switch {
+	case f.Token != "" && f.TokenFile != "":
+		v.bad("--token", "(hidden)", "not together with --token-file: give the token one way")
+	case f.Token != "":
+		return value[string]{f.Token, "--token"}
+	case f.TokenFile == "-":
+		b, err := io.ReadAll(io.LimitReader(src.Stdin, 4096))
+		if err != nil {
+			v.bad("--token-file", "-", "a token on standard input: "+err.Error())
+		}
+		return value[string]{strings.TrimSpace(string(b)), "--token-file - (stdin)"}
+	case f.TokenFile != "":
+		st, err := os.Stat(f.TokenFile)
+		if err == nil && st.Mode().Perm()&0o077 != 0 {
+			v.warn(fmt.Sprintf("--token-file %s is readable by other users (mode %04o): chmod 600 it", f.TokenFile, st.Mode().Perm()))
+		}
+		b, err := os.ReadFile(f.TokenFile)
+		if err != nil {
+			v.bad("--token-file", f.TokenFile, "a readable file holding the token: "+err.Error())
+		}
+		return value[string]{strings.TrimSpace(string(b)), "--token-file " + f.TokenFile}
+	}
+	if src.Getenv != nil {
+		return value[string]{strings.TrimSpace(src.Getenv(TokenEnv)), TokenEnv}
+	}
+	return value[string]{}
+}
+
+// fromConfig replaces the flag values with the JoinConfiguration's, following kubeadm's
+// mixing rules: only the allow-listed flags may accompany --config.
+func (v *validator) fromConfig(f Flags, in *input, po *phases.Options) *input {
+	var mixed []string
+	for _, n := range []string{"token", "discovery-token", "discovery-token-ca-cert-hash", "discovery-token-unsafe-skip-ca-verification",
+		"discovery-file", "tls-bootstrap-token", "cri-socket", "control-plane", "certificate-key", "apiserver-advertise-address",
+		"apiserver-bind-port", "patches"} {
+		if f.Changed(n) && !configMixAllowed[n] {
+			mixed = append(mixed, "--"+n)
+		}
+	}
+	if len(mixed) > 0 {
+		v.bad("--config", f.ConfigPath, fmt.Sprintf("not mixed with %s (kubeadm's rule: can not mix '--config' with arguments)", strings.Join(mixed, ", ")))
+	}
+	data, err := os.ReadFile(f.ConfigPath)
+	if err != nil {
+		v.bad("--config", f.ConfigPath, "a readable kubeadm config file: "+err.Error())
+		return nil
+	}
+	jc, err := Decode(data, v.warn)
+	if err != nil {
+		v.bad("--config", f.ConfigPath, "a file with one valid "+APIVersion+" JoinConfiguration: "+err.Error())
+		return nil
+	}
+	from := func(field string) string { return "JoinConfiguration " + field }
+	out := &input{secret: in.secret, ignore: append(slices.Clone(in.ignore), jc.NodeRegistration.IgnorePreflightErrors...)}
+	if bt := jc.Discovery.BootstrapToken; bt != nil {
+		out.endpoint = value[string]{bt.APIServerEndpoint, from("discovery.bootstrapToken.apiServerEndpoint")}
+		out.discoveryToken = value[string]{bt.Token, from("discovery.bootstrapToken.token")}
+		out.pins = value[[]string]{bt.CACertHashes, from("discovery.bootstrapToken.caCertHashes")}
+		out.unsafe = bt.UnsafeSkipCAVerification
+		if bt.APIServerEndpoint == "" {
+			v.bad(out.endpoint.From, "", "the API server's host:port")
+		}
+	}
+	if jc.Discovery.File != nil {
+		out.discoveryFile = value[string]{jc.Discovery.File.KubeConfigPath, from("discovery.file.kubeConfigPath")}
+		if jc.Discovery.File.KubeConfigPath == "" {
+			v.bad(out.discoveryFile.From, "", "a kubeconfig path or https URL")
+		}
+	}
+	if jc.Discovery.BootstrapToken == nil && jc.Discovery.File == nil {
+		v.bad(from("discovery"), "", "bootstrapToken or file")
+	}
+	out.tlsToken = value[string]{jc.Discovery.TLSBootstrapToken, from("discovery.tlsBootstrapToken")}
+	out.nodeName = value[string]{jc.NodeRegistration.Name, from("nodeRegistration.name")}
+	if f.NodeName != "" {
+		out.nodeName = in.nodeName
+	}
+	out.criSocket = value[string]{jc.NodeRegistration.CRISocket, from("nodeRegistration.criSocket")}
+	out.taints = value[*[]phases.Taint]{jc.NodeRegistration.Taints, from("nodeRegistration.taints")}
+	out.kubeletExtraArgs = jc.NodeRegistration.KubeletExtraArgs
+	out.controlPlane = jc.ControlPlane != nil
+	out.bindPort = value[int]{6443, from("controlPlane.localAPIEndpoint.bindPort")}
+	if cp := jc.ControlPlane; cp != nil {
+		out.certKey = value[string]{cp.CertificateKey, from("controlPlane.certificateKey")}
+		out.advertise = value[string]{cp.LocalAPIEndpoint.AdvertiseAddress, from("controlPlane.localAPIEndpoint.advertiseAddress")}
+		if cp.LocalAPIEndpoint.BindPort != 0 {
+			out.bindPort.V = cp.LocalAPIEndpoint.BindPort
+		}
+	}
+	po.BindPort = out.bindPort.V
+	if jc.Patches != nil {
+		out.patches = value[string]{jc.Patches.Directory, from("patches.directory")}
+	}
+	out.dryRun = jc.DryRun
+	if f.Changed("dry-run") {
+		out.dryRun = f.DryRun
+	}
+	out.skip = in.skip
+	if len(in.skip.V) == 0 {
+		out.skip = value[[]string]{jc.SkipPhases, from("skipPhases")}
+	}
+	if t := jc.Timeouts; t != nil {
+		for _, d := range []struct {
+			dst   *time.Duration
+			src   *Duration
+			field string
+		}{
+			{&po.Timeouts.Discovery, t.Discovery, "discovery"},
+			{&po.Timeouts.KubernetesAPICall, t.KubernetesAPICall, "kubernetesAPICall"},
+			{&po.Timeouts.TLSBootstrap, t.TLSBootstrap, "tlsBootstrap"},
+			{&po.Timeouts.KubeletHealth, t.KubeletHealthCheck, "kubeletHealthCheck"},
+			{&po.Timeouts.EtcdAPICall, t.EtcdAPICall, "etcdAPICall"},
+			{&po.Timeouts.ControlPlane, t.ControlPlaneComponentHealthCheck, "controlPlaneComponentHealthCheck"},
+		} {
+			if d.src != nil {
+				*d.dst = d.src.Duration
+				out.timeouts = append(out.timeouts, value[*time.Duration]{d.dst, from("timeouts." + d.field)})
+			}
+		}
+	}
+	return out
+}
+
+// validate checks every value and fills the options; problems accumulate in v.
+func (v *validator) validate(f Flags, in *input, phaseNames []string, res *Result) {
+	po := &res.Options
+	if f.Output != "text" && f.Output != "json" {
+		v.bad("--output", f.Output, "text or json")
+	}
+	if f.Verbosity < 0 {
+		v.bad("--v", fmt.Sprint(f.Verbosity), "0 or more")
+	}
+	if f.Wait && f.WaitReadyTimeout <= 0 {
+		v.bad("--wait-ready-timeout", f.WaitReadyTimeout.String(), "a duration above zero, e.g. 4m")
+	}
+	for _, t := range in.timeouts {
+		if *t.V <= 0 {
+			v.bad(t.From, t.V.String(), "a duration above zero, e.g. 5m0s")
+		}
+	}
+	// A token from --token, --token-file or KJOIN_TOKEN fills the tokens not given otherwise.
+	if in.secret.V != "" {
+		if in.discoveryToken.V == "" {
+			in.discoveryToken = in.secret
+		}
+		if in.tlsToken.V == "" {
+			in.tlsToken = in.secret
+		}
+	}
+	switch {
+	case in.discoveryFile.V != "" && in.endpoint.V != "":
+		v.bad(in.discoveryFile.From, in.discoveryFile.V, "either --discovery-file or an API server endpoint, not both")
+	case in.discoveryFile.V != "":
+		v.checkDiscoveryFile(in.discoveryFile)
+	default:
+		if in.endpoint.V == "" {
+			v.bad(in.endpoint.From, "", "the API server's host:port (e.g. 10.0.0.1:6443), or --discovery-file")
+		} else if err := discovery.CheckEndpoint(in.endpoint.V); err != nil {
+			v.bad(in.endpoint.From, in.endpoint.V, "host:port with a port in 1-65535, e.g. 10.0.0.1:6443 ("+err.Error()+")")
+		}
+		if in.discoveryToken.V == "" {
+			v.bad("--token", "", "a bootstrap token: --token-file, "+TokenEnv+", --token or --discovery-token")
+		} else {
+			po.DiscoveryToken = v.token(in.discoveryToken)
+		}
+		if len(in.pins.V) == 0 && !in.unsafe {
+			v.bad(in.pins.From, "", "at least one CA pin sha256:<64 hex> (token discovery without one would trust any server; --discovery-token-unsafe-skip-ca-verification accepts that risk)")
+		}
+	}
+	switch {
+	case in.tlsToken.V == "":
+	case in.tlsToken.V == in.discoveryToken.V && in.discoveryFile.V == "":
+		po.TLSBootstrapToken = po.DiscoveryToken // already checked (and reported once)
+	default:
+		po.TLSBootstrapToken = v.token(in.tlsToken)
+	}
+	po.Pins = discovery.Pins{}
+	for _, p := range in.pins.V {
+		pin, err := discovery.ParsePin(p)
+		if err != nil {
+			v.bad(in.pins.From, p, "sha256:<64 hex characters> ("+err.Error()+")")
+			continue
+		}
+		po.Pins[pin] = true
+	}
+	if in.nodeName.V != "" {
+		if errs := validation.IsDNS1123Subdomain(in.nodeName.V); len(errs) > 0 {
+			v.bad(in.nodeName.From, in.nodeName.V, "a lower-case DNS-1123 subdomain ("+strings.Join(errs, "; ")+")")
+		}
+	}
+	if s := in.criSocket.V; s != "" {
+		p, hasScheme := strings.CutPrefix(s, "unix://")
+		if (!hasScheme && strings.Contains(s, "://")) || !strings.HasPrefix(p, "/") {
+			v.bad(in.criSocket.From, s, "a unix socket: unix:///path or /path")
+		}
+	}
+	if in.taints.V != nil {
+		for _, t := range *in.taints.V {
+			if errs := validation.IsQualifiedName(t.Key); len(errs) > 0 {
+				v.bad(in.taints.From, t.Key, "a taint key that is a qualified name")
+			}
+			if t.Effect != "NoSchedule" && t.Effect != "PreferNoSchedule" && t.Effect != "NoExecute" {
+				v.bad(in.taints.From, t.Effect, "taint effect NoSchedule, PreferNoSchedule or NoExecute")
+			}
+		}
+		po.Taints, po.TaintsSet = *in.taints.V, true
+	}
+	if in.patches.V != "" {
+		v.checkPatches(in.patches, in.controlPlane)
+	}
+	if in.controlPlane {
+		if in.certKey.V != "" {
+			if _, err := certs.ParseKey(in.certKey.V); err != nil {
+				v.bad(in.certKey.From, fmt.Sprintf("(hidden, %d characters)", len(in.certKey.V)), "64 hex characters (print one with kjoin certs certificate-key)")
+			}
+		}
+		if in.advertise.V != "" {
+			if err := phases.CheckAdvertiseAddress(in.advertise.V); err != nil {
+				v.bad(in.advertise.From, in.advertise.V, "a unicast IP address of this node")
+			}
+		}
+		if in.bindPort.V < 1 || in.bindPort.V > 65535 {
+			v.bad(in.bindPort.From, fmt.Sprint(in.bindPort.V), "a port in 1-65535")
+		}
+	}
+	ignore := map[string]bool{}
+	for _, n := range in.ignore {
+		ignore[strings.ToLower(n)] = true
+	}
+	if ignore["all"] && len(ignore) > 1 {
+		v.bad("--ignore-preflight-errors", strings.Join(in.ignore, ","), "either 'all' or check names, not both")
+	}
+	for _, p := range in.skip.V {
+		if !slices.Contains(phaseNames, p) {
+			v.bad(in.skip.From, p, "one of "+strings.Join(phaseNames, ", "))
+		}
+	}
+	po.IgnorePreflight = ignore
+	po.Endpoint, po.UnsafeSkipCAVerification, po.DiscoveryFile = in.endpoint.V, in.unsafe, in.discoveryFile.V
+	po.NodeName, po.CRISocket, po.PatchesDir, po.DryRun = in.nodeName.V, in.criSocket.V, in.patches.V, in.dryRun
+	po.KubeletExtraArgs = in.kubeletExtraArgs
+	if in.controlPlane {
+		po.ControlPlane, po.CertificateKey, po.AdvertiseAddress = true, in.certKey.V, in.advertise.V
+	}
+	res.SkipPhases = in.skip.V
+}
+
+func (v *validator) token(t value[string]) *token.Token {
+	tk, err := token.Parse(t.V)
+	if err != nil {
+		v.bad(t.From, redactToken(t.V), "a bootstrap token [a-z0-9]{6}.[a-z0-9]{16} (kjoin token create makes one)")
+		return nil
+	}
+	return &tk
+}
+
+func (v *validator) checkDiscoveryFile(f value[string]) {
+	loc := f.V
+	switch {
+	case strings.HasPrefix(loc, "https://"):
+		return
+	case strings.Contains(loc, "://") && !strings.HasPrefix(loc, "file://"):
+		v.bad(f.From, loc, "a local kubeconfig path or an https:// URL")
+		return
+	}
+	st, err := os.Stat(strings.TrimPrefix(loc, "file://"))
+	if err != nil || !st.Mode().IsRegular() {
+		v.bad(f.From, loc, "an existing kubeconfig file")
+	}
+}
+
+func (v *validator) checkPatches(p value[string], controlPlane bool) {
+	st, err := os.Stat(p.V)
+	if err != nil || !st.IsDir() {
+		v.bad(p.From, p.V, "an existing directory of patch files")
+		return
+	}
+	set, err := patches.Load(p.V)
+	if err != nil {
+		v.bad(p.From, p.V, "a directory of <target>[suffix][+strategic|merge|json].yaml files ("+err.Error()+")")
+		return
+	}
+	for _, name := range set.Ignored {
+		v.warn(fmt.Sprintf("patch %s is for kubeadm init/upgrade; a join does not use it", name))
+	}
+	if !controlPlane {
+		for _, t := range patches.StaticPodTargets {
+			for _, f := range set.For(t) {
+				v.warn(fmt.Sprintf("patch %s targets a control-plane static pod; a worker join does not use it", f.Name))
+			}
+		}
+	}
+}
+
+// redactToken shows a token's id, never its secret.
+func redactToken(s string) string {
+	if id, _, ok := strings.Cut(s, "."); ok && len(id) <= 8 {
+		return id + ".<hidden>"
+	}
+	return fmt.Sprintf("<hidden, %d characters>", len(s))
+}
+
+// validator collects every problem before reporting.
+type validator struct {
+	problems []string
+	warnings []string
+}
+
+func (v *validator) bad(from, value, want string) {
+	if value == "" {
+		v.problems = append(v.problems, fmt.Sprintf("%s: missing; want %s", from, want))
+		return
+	}
+	v.problems = append(v.problems, fmt.Sprintf("%s %q: want %s", from, value, want))
+}
+
+func (v *validator) warn(s string) { v.warnings = append(v.warnings, s) }
+
+func (v *validator) err() error {
+	if len(v.problems) == 0 {
+		return nil
+	}
+	what := fmt.Sprintf("%d invalid input(s):\n\t%s", len(v.problems), strings.Join(v.problems, "\n\t"))
+	if len(v.problems) == 1 {
+		what = "invalid input: " + v.problems[0]
+	}
+	return operr.New(operr.Usage, what, "fix the values above (kjoin join --help); nothing on this host was touched")
+}
