@@ -9,9 +9,10 @@ E2E_TIMEOUT ?= 70m
 
 all: build
 
-## build: the kjoin binary (bin/kjoin) and the lab command (bin/lab)
+## build: the kjoin binary (bin/kjoin), its lab twin with the fault hook (bin/kjoin-fault) and the lab command (bin/lab)
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/kjoin ./cmd/kjoin
+	CGO_ENABLED=0 $(GO) build -trimpath -tags kjoin_fault -o bin/kjoin-fault ./cmd/kjoin
 	$(GO) build -o bin/lab ./e2e/cmd/lab
 
 ## check: vet and unit tests (hermetic, no root)
@@ -27,7 +28,7 @@ components:
 ## e2e: the lab suite (root); always tears the lab down
 e2e: build components
 	@set -o pipefail; status=0; \
-	KJOIN_BIN=$(CURDIR)/bin/kjoin KJOIN_COMPONENTS=$$(e2e/components/build.sh) \
+	KJOIN_BIN=$(CURDIR)/bin/kjoin-fault KJOIN_COMPONENTS=$$(e2e/components/build.sh) \
 	  $(GO) test -tags e2e -p 1 -count=1 -v -timeout $(E2E_TIMEOUT) ./e2e/... || status=$$?; \
 	bin/lab down || true; exit $$status
 

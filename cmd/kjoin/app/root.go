@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
+	"kjoin.dev/kjoin/joinconfig"
 	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/phases"
 )
@@ -43,10 +44,29 @@ func Main() int {
 	defer stop()
 	deps := &Deps{
 		Streams: Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr},
-		Getenv:  os.Getenv,
+		Getenv:  takeSecretEnv(),
 		NewEnv:  func(root string, v int) *phases.Env { return HostEnv(root, v, os.Stderr) },
 	}
 	return Run(ctx, deps, os.Args[1:])
+}
+
+// takeSecretEnv removes the secret variables from the process environment, so no child
+// process (systemctl, the kubelet it starts) inherits them, and returns a Getenv that still
+// answers for them.
+func takeSecretEnv() func(string) string {
+	secrets := map[string]string{}
+	for _, k := range []string{joinconfig.TokenEnv, joinconfig.CertificateKeyEnv} {
+		if v, ok := os.LookupEnv(k); ok {
+			secrets[k] = v
+			_ = os.Unsetenv(k)
+		}
+	}
+	return func(k string) string {
+		if v, ok := secrets[k]; ok {
+			return v
+		}
+		return os.Getenv(k)
+	}
 }
 
 // Run runs kjoin with args and returns the exit code. Errors are rendered once, here.

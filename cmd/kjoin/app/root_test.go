@@ -1,0 +1,28 @@
+package app
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// Finding 8: KJOIN_TOKEN and KJOIN_CERTIFICATE_KEY must not reach child processes.
+func TestSecretEnvIsNotInherited(t *testing.T) {
+	t.Setenv("KJOIN_TOKEN", "abcdef.0123456789abcdef")
+	t.Setenv("KJOIN_CERTIFICATE_KEY", "k3y")
+	getenv := takeSecretEnv()
+	if getenv("KJOIN_TOKEN") != "abcdef.0123456789abcdef" || getenv("KJOIN_CERTIFICATE_KEY") != "k3y" {
+		t.Fatal("the secrets are no longer readable by kjoin itself")
+	}
+	out, err := exec.Command("env").Output()
+	if err != nil {
+		t.Skip("no env program:", err)
+	}
+	if strings.Contains(string(out), "KJOIN_TOKEN") || strings.Contains(string(out), "KJOIN_CERTIFICATE_KEY") {
+		t.Errorf("a child process inherited a secret variable:\n%s", out)
+	}
+	if _, ok := os.LookupEnv("KJOIN_TOKEN"); ok {
+		t.Error("KJOIN_TOKEN is still in the environment")
+	}
+}
