@@ -93,6 +93,8 @@ type testHost struct {
 	server *discoverytest.Server
 	out    *bytes.Buffer
 	root   string
+	// sign plays the controller-manager for each created CSR (default: approve and sign).
+	sign func(*certificatesv1.CertificateSigningRequest) error
 }
 
 func newTestHost(t *testing.T, objs ...runtime.Object) *testHost {
@@ -115,14 +117,20 @@ func newTestHost(t *testing.T, objs ...runtime.Object) *testHost {
 		csr := a.(k8stesting.CreateAction).GetObject().(*certificatesv1.CertificateSigningRequest)
 		csrCount++
 		csr.Name = csr.GenerateName + "x" + strconv.Itoa(csrCount)
+		if err := h.sign(csr); err != nil {
+			return true, nil, err
+		}
+		return false, csr, nil
+	})
+	h.sign = func(csr *certificatesv1.CertificateSigningRequest) error {
 		cert, err := h.server.SignCSR(csr.Spec.Request)
 		if err != nil {
-			return true, nil, err
+			return err
 		}
 		csr.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue}}
 		csr.Status.Certificate = cert
-		return false, csr, nil
-	})
+		return nil
+	}
 	h.env = &Env{
 		Paths: Paths{Root: root}, Out: h.out, Clock: clock.RealClock{}, Exec: h.runner,
 		NewClient:       func(*rest.Config) (kubernetes.Interface, error) { return client, nil },

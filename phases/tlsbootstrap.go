@@ -3,6 +3,7 @@ package phases
 import (
 	"context"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -15,6 +16,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"kjoin.dev/kjoin/atomicfile"
+	"kjoin.dev/kjoin/discovery"
 	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/pki"
 	"kjoin.dev/kjoin/tlsbootstrap"
@@ -56,15 +58,7 @@ func runTLSBootstrap(ctx context.Context, e *Env, s *State) error {
 		Logf: func(f string, a ...any) { e.Debugf("tls-bootstrap", f, a...) },
 	}
 	// Resume a CSR an interrupted run created: its key was kept on the node until issued.
-	csrName := ""
-	if j := s.Journal; j != nil && j.CSR != "" && j.PendingKey != "" {
-		if keyPEM, err := e.ReadFile(j.PendingKey); err == nil {
-			if key, err := pki.ParseKey(keyPEM); err == nil {
-				csrName, req.Key = j.CSR, key
-				e.Logf("tls-bootstrap", "resuming CSR %s from an interrupted run", csrName)
-			}
-		}
-	}
+	csrName := resumableCSR(ctx, e, s, &req)
 	if csrName == "" {
 		key, err := pki.NewECKey()
 		if err != nil {
@@ -93,9 +87,17 @@ func runTLSBootstrap(ctx context.Context, e *Env, s *State) error {
 	s.NodeKey, s.CSRName = req.Key, csrName
 	issued, err := tlsbootstrap.Wait(ctx, req, csrName)
 	if err != nil {
+		if errors.Is(err, tlsbootstrap.ErrFinal) {
+			forgetCSR(e, s)
+		}
 		return err
 	}
 	e.Logf("tls-bootstrap", "CSR %s approved and signed in %s", csrName, issued.Signed.Round(time.Millisecond))
+	if err := tlsbootstrap.Verify(issued.CertPEM, req.Key, name, discovery.Pool(mustCerts(s.Discovery.CAData)), e.Clock.Now()); err != nil {
+		forgetCSR(e, s)
+		return operr.Wrap(operr.Trust, err, fmt.Sprintf("the certificate issued for CSR %s is not this node's kubelet client certificate", csrName),
+			"it was not installed; check the cluster's signer (kubectl get csr "+csrName+" -o yaml) and run the join again")
+	}
 	if err := installKubeletIdentity(e, s, server, issued.CertPEM); err != nil {
 		return err
 	}
@@ -106,6 +108,64 @@ func runTLSBootstrap(ctx context.Context, e *Env, s *State) error {
 		}
 	}
 	return os.Remove(e.Paths.Of(pendingKeyPath))
+}
+
+// resumableCSR returns the journal's CSR (and sets req.Key to its kept key) when that CSR can
+// still be issued to this node: it exists and asks for the kept key. Otherwise it forgets it.
+func resumableCSR(ctx context.Context, e *Env, s *State, req *tlsbootstrap.Request) string {
+	j := s.Journal
+	if j == nil || j.CSR == "" || j.PendingKey == "" {
+		return ""
+	}
+	keyPEM, err := e.ReadFile(j.PendingKey)
+	if err != nil {
+		forgetCSR(e, s)
+		return ""
+	}
+	key, err := pki.ParseKey(keyPEM)
+	if err != nil {
+		forgetCSR(e, s)
+		return ""
+	}
+	csr, err := s.BootstrapClient.CertificatesV1().CertificateSigningRequests().Get(ctx, j.CSR, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		s.Warn(e, "tls-bootstrap", "CSR %s of an interrupted run is gone; creating a new one", j.CSR)
+		forgetCSR(e, s)
+		return ""
+	case err == nil:
+		if err := tlsbootstrap.Matches(csr, key); err != nil {
+			s.Warn(e, "tls-bootstrap", "not resuming CSR %s: %v; creating a new one", j.CSR, err)
+			forgetCSR(e, s)
+			return ""
+		}
+	}
+	// Unreadable for now (e.g. forbidden to get, transient): Wait tells the outcome.
+	req.Key = key
+	e.Logf("tls-bootstrap", "resuming CSR %s from an interrupted run", j.CSR)
+	return j.CSR
+}
+
+// forgetCSR drops the resume state of a CSR that can never be issued to this node, so no
+// later run resumes it: the journal entry and the kept key.
+func forgetCSR(e *Env, s *State) {
+	j := s.Journal
+	if j == nil {
+		return
+	}
+	if j.PendingKey != "" {
+		_ = os.Remove(e.Paths.Of(j.PendingKey))
+	}
+	j.CSR, j.PendingKey = "", ""
+	if err := j.Save(e); err != nil {
+		e.Logf("tls-bootstrap", "WARNING: could not save the journal: %v", err)
+	}
+}
+
+// mustCerts parses CA data that discovery already verified.
+func mustCerts(caPEM []byte) []*x509.Certificate {
+	certs, _ := discovery.ParseCerts(caPEM)
+	return certs
 }
 
 // pendingKeyPath keeps the node key of an unissued CSR so an interrupted join can resume it.

@@ -11,7 +11,9 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
@@ -94,6 +96,79 @@ func Create(ctx context.Context, r Request) (string, error) {
 	return created.Name, nil
 }
 
+// ErrFinal marks a CSR that can never be issued (denied, failed or gone): a resumed join must
+// not pick it up again.
+var ErrFinal = errors.New("the certificate signing request reached a final state without a certificate")
+
+// Matches reports whether an existing CSR asks for key's public key (a resumed join's CSR
+// must be the one its kept key made).
+func Matches(csr *certificatesv1.CertificateSigningRequest, key crypto.Signer) error {
+	b, _ := pem.Decode(csr.Spec.Request)
+	if b == nil {
+		return errors.New("the CSR holds no PEM request")
+	}
+	req, err := x509.ParseCertificateRequest(b.Bytes)
+	if err != nil {
+		return fmt.Errorf("parse the CSR's request: %w", err)
+	}
+	if !publicKeysEqual(req.PublicKey, key.Public()) {
+		return errors.New("the CSR asks for another public key than the one this node kept")
+	}
+	return nil
+}
+
+// Verify checks the certificate the cluster issued before it is installed: the leaf holds the
+// node's own public key, the subject is CN=system:node:<name>, O=system:nodes, it allows
+// client authentication, and it chains to one of the trusted (pinned) CAs at now.
+func Verify(certPEM []byte, key crypto.Signer, nodeName string, roots *x509.CertPool, now time.Time) error {
+	var chain []*x509.Certificate
+	for rest := certPEM; ; {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			break
+		}
+		if b.Type != "CERTIFICATE" {
+			continue
+		}
+		c, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			return fmt.Errorf("parse the issued certificate: %w", err)
+		}
+		chain = append(chain, c)
+	}
+	if len(chain) == 0 {
+		return errors.New("the issued certificate holds no PEM certificate")
+	}
+	leaf := chain[0]
+	var problems []string
+	if !publicKeysEqual(leaf.PublicKey, key.Public()) {
+		problems = append(problems, "it is for another public key than this node's")
+	}
+	if cn := leaf.Subject.CommonName; cn != "system:node:"+nodeName {
+		problems = append(problems, fmt.Sprintf("its subject is %q, not system:node:%s", cn, nodeName))
+	}
+	if len(leaf.Subject.Organization) != 1 || leaf.Subject.Organization[0] != "system:nodes" {
+		problems = append(problems, fmt.Sprintf("its organization is %q, not [system:nodes]", leaf.Subject.Organization))
+	}
+	inter := x509.NewCertPool()
+	for _, c := range chain[1:] {
+		inter.AddCert(c)
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		problems = append(problems, fmt.Sprintf("it does not verify as a client certificate of the cluster CA: %v", err))
+	}
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+func publicKeysEqual(a, b crypto.PublicKey) bool {
+	ka, ok := a.(interface{ Equal(crypto.PublicKey) bool })
+	return ok && ka.Equal(b)
+}
+
 // Wait waits until the named CSR is issued, and explains exactly why when it is not.
 func Wait(ctx context.Context, r Request, name string) (*Issued, error) {
 	if r.Interval == 0 {
@@ -114,11 +189,11 @@ func Wait(ctx context.Context, r Request, name string) (*Issued, error) {
 			}
 			switch c.Type {
 			case certificatesv1.CertificateDenied:
-				return true, operr.Newf(operr.Auth, "inspect it with kubectl describe csr "+name+"; an approver denied this node's certificate",
-					"CSR %s was denied (reason %q: %s)", name, c.Reason, c.Message)
+				return true, &operr.Error{Code: operr.Auth, Err: ErrFinal, Hint: "inspect it with kubectl describe csr " + name + "; an approver denied this node's certificate. The next run creates a new CSR",
+					What: fmt.Sprintf("CSR %s was denied (reason %q: %s)", name, c.Reason, c.Message)}
 			case certificatesv1.CertificateFailed:
-				return true, operr.Newf(operr.Other, "check the controller-manager's logs (csrsigning) on the control plane",
-					"CSR %s failed (reason %q: %s)", name, c.Reason, c.Message)
+				return true, &operr.Error{Code: operr.Other, Err: ErrFinal, Hint: "check the controller-manager's logs (csrsigning) on the control plane. The next run creates a new CSR",
+					What: fmt.Sprintf("CSR %s failed (reason %q: %s)", name, c.Reason, c.Message)}
 			case certificatesv1.CertificateApproved:
 				if out.Approved == 0 {
 					out.Approved = r.Clock.Since(start)
@@ -153,7 +228,8 @@ func Wait(ctx context.Context, r Request, name string) (*Issued, error) {
 				return out, nil
 			}
 		case apierrors.IsNotFound(err):
-			return nil, operr.Newf(operr.Other, "it may have been garbage-collected or deleted; run the join again", "CSR %s disappeared before it was signed", name)
+			return nil, &operr.Error{Code: operr.Other, Err: ErrFinal, Hint: "it may have been garbage-collected or deleted; run the join again (it creates a new CSR)",
+				What: fmt.Sprintf("CSR %s disappeared before it was signed", name)}
 		case apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err):
 			return nil, operr.Wrap(operr.Auth, err, "the bootstrap token may not read CSR "+name, "check the ClusterRole system:node-bootstrapper binding")
 		}
