@@ -57,8 +57,12 @@ func TestUploadThenDownload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(files["sa.key"]) != "SA KEY" || string(files["sa.pub"]) != "SA PUB" || len(files["etcd/ca.crt"]) == 0 {
+	if string(files["sa.key"].Data) != "SA KEY" || string(files["sa.pub"].Data) != "SA PUB" || len(files["etcd/ca.crt"].Data) == 0 {
 		t.Errorf("downloaded %v", files)
+	}
+	// Modes come from the file names: "SA KEY" is no parseable key, yet it is a private key.
+	if files["sa.key"].Mode != 0o600 || files["sa.pub"].Mode != 0o644 || files["ca.key"].Mode != 0o600 || files["ca.crt"].Mode != 0o644 {
+		t.Errorf("modes: sa.key %v sa.pub %v ca.key %v ca.crt %v", files["sa.key"].Mode, files["sa.pub"].Mode, files["ca.key"].Mode, files["ca.crt"].Mode)
 	}
 	other, _ := NewKey()
 	if _, err := Download(ctx, c, other, nil); err == nil || !strings.Contains(err.Error(), "does not match the uploaded certificates") || operr.CodeOf(err) != operr.Auth {

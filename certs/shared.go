@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"path"
 	"strings"
 
@@ -90,10 +91,25 @@ func newGCM(key []byte) (cipher.AEAD, error) {
 // External names the files of an external etcd client, if the cluster uses one.
 type External struct{ CAFile, CertFile, KeyFile string }
 
+// File is a downloaded file and the mode it is written with.
+type File struct {
+	Data []byte
+	Mode os.FileMode
+}
+
+// ModeOf is a downloaded file's mode, decided by its name in the Secret (never by parsing
+// its content): private keys ("*.key") 0600, certificates and public keys 0644.
+func ModeOf(secretKey string) os.FileMode {
+	if strings.HasSuffix(secretKey, ".key") {
+		return 0o600
+	}
+	return 0o644
+}
+
 // Download reads and decrypts kube-system/kubeadm-certs with the bootstrap identity. It returns
-// file contents keyed by path: relative to the certificates directory for the shared CAs,
-// absolute for external etcd files.
-func Download(ctx context.Context, client kubernetes.Interface, certKey string, external *External) (map[string][]byte, error) {
+// files keyed by path: relative to the certificates directory for the shared CAs, absolute
+// for external etcd files.
+func Download(ctx context.Context, client kubernetes.Interface, certKey string, external *External) (map[string]File, error) {
 	key, err := ParseKey(certKey)
 	if err != nil {
 		return nil, operr.Wrap(operr.Usage, err, "invalid --certificate-key", "print a new one with "+UploadCommand)
@@ -110,7 +126,7 @@ func Download(ctx context.Context, client kubernetes.Interface, certKey string, 
 		return nil, fmt.Errorf("read kube-system/%s: %w", SecretName, err)
 	}
 	files := secretFiles(external)
-	out := map[string][]byte{}
+	out := map[string]File{}
 	for name, dst := range files {
 		sealed, ok := secret.Data[name]
 		if !ok {
@@ -124,7 +140,7 @@ func Download(ctx context.Context, client kubernetes.Interface, certKey string, 
 			return nil, operr.Wrap(operr.Auth, err, "the certificate key does not match the uploaded certificates",
 				"use the key printed by the last upload, or upload again with "+UploadCommand)
 		}
-		out[path.Clean(dst)] = plain
+		out[path.Clean(dst)] = File{Data: plain, Mode: ModeOf(name)}
 	}
 	return out, nil
 }

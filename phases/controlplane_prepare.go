@@ -15,10 +15,10 @@ import (
 
 	"kjoin.dev/kjoin/certs"
 	cc "kjoin.dev/kjoin/clusterconfig"
+	"kjoin.dev/kjoin/discovery"
 	"kjoin.dev/kjoin/manifests"
 	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/patches"
-	"kjoin.dev/kjoin/pki"
 )
 
 // ControlPlanePrepare gets a control-plane node ready before its kubelet starts: it reads the
@@ -61,16 +61,15 @@ func runControlPlanePrepare(ctx context.Context, e *Env, s *State) error {
 		if err != nil {
 			return err
 		}
+		if err := sameCA(files["ca.crt"].Data, s.Discovery.CAData); err != nil {
+			return err
+		}
 		for _, name := range slices.Sorted(maps.Keys(files)) {
 			p := name
 			if !path.IsAbs(p) {
 				p = path.Join(pkiDir, name)
 			}
-			mode := os.FileMode(0o644)
-			if _, err := pki.ParseKey(files[name]); err == nil {
-				mode = 0o600
-			}
-			if err := s.WriteFile(e, p, files[name], mode); err != nil {
+			if err := s.WriteFile(e, p, files[name].Data, files[name].Mode); err != nil {
 				return err
 			}
 			written++
@@ -157,6 +156,24 @@ func runControlPlanePrepare(ctx context.Context, e *Env, s *State) error {
 		}
 	}
 	e.Logf("control-plane-prepare", "issued %d node certificates, wrote admin/controller-manager/scheduler kubeconfigs and the control-plane manifests", issued)
+	return nil
+}
+
+// sameCA refuses uploaded certificates for another cluster CA than the one discovery pinned.
+func sameCA(uploaded, pinned []byte) error {
+	up, err := discovery.ParseCerts(uploaded)
+	if err != nil {
+		return operr.Wrap(operr.Trust, err, "kube-system/"+certs.SecretName+" holds no usable ca.crt", "upload the certificates again with "+certs.UploadCommand)
+	}
+	trusted, _ := discovery.ParseCerts(pinned)
+	pins := discovery.Pins{}
+	for _, c := range trusted {
+		pins[discovery.Pin(c)] = true
+	}
+	if _, unpinned := pins.Select(up); len(unpinned) > 0 {
+		return operr.Newf(operr.Trust, "upload the certificates again from a control plane of this cluster with "+certs.UploadCommand,
+			"the CA in kube-system/%s (%s) is not the cluster CA discovery pinned (%s)", certs.SecretName, discovery.PinsOf(unpinned), discovery.PinsOf(trusted))
+	}
 	return nil
 }
 
