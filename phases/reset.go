@@ -2,12 +2,16 @@ package phases
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -60,6 +64,9 @@ var kubeadmFiles = []string{
 // nodes kubeadm joined). It is idempotent.
 func Reset(ctx context.Context, e *Env, o ResetOptions) (*ResetReport, error) {
 	r := &ResetReport{Role: "worker", RemovedFiles: []string{}, Warnings: []string{}}
+	if err := checkJournalFile(e); err != nil {
+		return r, err
+	}
 	j, err := LoadJournal(e)
 	if err != nil {
 		return r, operr.Wrap(operr.Other, err, "cannot read the join journal", "")
@@ -85,20 +92,29 @@ func Reset(ctx context.Context, e *Env, o ResetOptions) (*ResetReport, error) {
 		r.NodeDeleted, r.Changed = true, true
 		e.Logf("reset", "deleted Node %q", r.Node)
 	}
+	// The etcd data may be wiped only once this node's member is out of the cluster (or it
+	// never was in it), or with --force.
+	etcdDataMayGo := o.Force
 	if len(etcdManifest) > 0 {
-		id, err := removeEtcdMember(ctx, e, etcdManifest, o.Force, warn)
+		id, gone, err := removeEtcdMember(ctx, e, etcdManifest, o.Force, warn)
 		if err != nil {
 			return r, err
 		}
 		if id != "" {
 			r.EtcdMemberRemoved, r.Changed = id, true
 		}
+		etcdDataMayGo = etcdDataMayGo || gone
 	}
 	// Static pods first, while the kubelet can still stop them; then the kubelet itself.
 	manifests, _ := filepath.Glob(e.Paths.Of(path.Join(ManifestsDir, "*.yaml")))
 	for _, m := range manifests {
+		hostPath, err := confined(e, path.Join(ManifestsDir, filepath.Base(m)), []string{ManifestsDir})
+		if err != nil {
+			warn("not removing %s: %v", m, err)
+			continue
+		}
 		if err := os.Remove(m); err == nil {
-			r.RemovedFiles = append(r.RemovedFiles, strings.TrimPrefix(m, strings.TrimSuffix(e.Paths.Of("/"), "/")))
+			r.RemovedFiles = append(r.RemovedFiles, hostPath)
 			r.Changed = true
 		}
 	}
@@ -126,27 +142,37 @@ func Reset(ctx context.Context, e *Env, o ResetOptions) (*ResetReport, error) {
 	}
 	clients, _ := filepath.Glob(e.Paths.Of(path.Join(KubeletPKIDir, "kubelet-client-*.pem")))
 	for _, c := range clients {
-		targets = append(targets, strings.TrimPrefix(c, strings.TrimSuffix(e.Paths.Of("/"), "/")))
+		targets = append(targets, path.Join(KubeletPKIDir, filepath.Base(c)))
 	}
-	if len(etcdManifest) > 0 {
+	allowed := []string{KubernetesDir, KubeletDir, path.Dir(JournalPath)}
+	if dir := etcdDataDir(etcdManifest); dir != "" && path.IsAbs(dir) && path.Clean(dir) != "/" {
 		// The data directory may be a mount point: empty it, keep it (as kubeadm does).
-		if dir := etcdDataDir(etcdManifest); dir != "" {
+		dir = path.Clean(dir)
+		allowed = append(allowed, dir)
+		if etcdDataMayGo {
 			entries, _ := os.ReadDir(e.Paths.Of(dir))
 			for _, en := range entries {
 				targets = append(targets, path.Join(dir, en.Name()))
 			}
+		} else if entries, _ := os.ReadDir(e.Paths.Of(dir)); len(entries) > 0 {
+			warn("kept the etcd data in %s: this node's member may still be in the cluster (remove it with etcdctl member remove, then delete the data, or use --force)", dir)
 		}
 	}
 	sort.Strings(targets)
-	for _, t := range targets {
-		p := e.Paths.Of(t)
+	for _, t := range slices.Compact(targets) {
+		clean, err := confined(e, t, allowed)
+		if err != nil {
+			warn("not removing %s: %v", t, err)
+			continue
+		}
+		p := e.Paths.Of(clean)
 		if _, err := os.Lstat(p); err != nil {
 			continue
 		}
-		if err := os.RemoveAll(p); err != nil {
-			return r, operr.Wrap(operr.Other, err, "cannot remove "+t, "")
+		if err := os.RemoveAll(p); err != nil { // a symlink itself is removed, never its target
+			return r, operr.Wrap(operr.Other, err, "cannot remove "+clean, "")
 		}
-		r.RemovedFiles = append(r.RemovedFiles, t)
+		r.RemovedFiles = append(r.RemovedFiles, clean)
 		r.Changed = true
 	}
 	if err := RemoveJournal(e); err != nil {
@@ -158,6 +184,59 @@ func Reset(ctx context.Context, e *Env, o ResetOptions) (*ResetReport, error) {
 		e.Logf("reset", "nothing to reset: this node holds no join")
 	}
 	return r, nil
+}
+
+// checkJournalFile refuses a journal that someone other than root (this process's user)
+// could have written: reset deletes what it lists.
+func checkJournalFile(e *Env) error {
+	st, err := os.Lstat(e.Paths.Of(JournalPath))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return operr.Wrap(operr.Other, err, "cannot inspect the join journal "+JournalPath, "")
+	}
+	hint := "check who changed it; if it is the join's own record, restore it with chown root:root " + JournalPath + " && chmod 600 " + JournalPath + " (or remove it: reset then uses kubeadm's file list)"
+	if !st.Mode().IsRegular() {
+		return operr.Newf(operr.Preflight, hint, "the join journal %s is not a regular file (%s); reset will not act on it", JournalPath, st.Mode().Type())
+	}
+	if st.Mode().Perm() != 0o600 {
+		return operr.Newf(operr.Preflight, hint, "the join journal %s has mode %04o, not 0600; reset will not delete what it lists", JournalPath, st.Mode().Perm())
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Uid != 0 && int(sys.Uid) != os.Geteuid() {
+		return operr.Newf(operr.Preflight, hint, "the join journal %s is owned by uid %d, not root; reset will not delete what it lists", JournalPath, sys.Uid)
+	}
+	return nil
+}
+
+// confined cleans a host path and checks that reset may remove it: absolute, inside one of
+// the allowed directories (not the directory itself) and reached without following a
+// symlink in any parent.
+func confined(e *Env, p string, allowed []string) (string, error) {
+	if !path.IsAbs(p) {
+		return "", fmt.Errorf("not an absolute path")
+	}
+	clean := path.Clean(p)
+	inside := false
+	for _, dir := range allowed {
+		if strings.HasPrefix(clean, strings.TrimSuffix(dir, "/")+"/") {
+			inside = true
+			break
+		}
+	}
+	if !inside {
+		return "", fmt.Errorf("outside %s", strings.Join(allowed, ", "))
+	}
+	for parent := path.Dir(clean); parent != "/"; parent = path.Dir(parent) {
+		st, err := os.Lstat(e.Paths.Of(parent))
+		if err != nil {
+			continue
+		}
+		if st.Mode()&os.ModeSymlink != 0 {
+			return "", fmt.Errorf("its parent %s is a symlink", parent)
+		}
+	}
+	return clean, nil
 }
 
 func nodeNameFromCert(e *Env) string {
@@ -223,21 +302,27 @@ func staticPodFlags(manifest []byte) map[string]string {
 func etcdDataDir(manifest []byte) string { return staticPodFlags(manifest)["data-dir"] }
 
 // removeEtcdMember removes this node's etcd member, refusing to break quorum unless forced.
-func removeEtcdMember(ctx context.Context, e *Env, manifest []byte, force bool, warn func(string, ...any)) (string, error) {
+// gone reports that the member is out of the cluster (removed now, or not a member), so its
+// data may be wiped.
+func removeEtcdMember(ctx context.Context, e *Env, manifest []byte, force bool, warn func(string, ...any)) (id string, gone bool, err error) {
 	flags := staticPodFlags(manifest)
 	peerURL := flags["initial-advertise-peer-urls"]
 	clientURL := flags["advertise-client-urls"]
 	if peerURL == "" {
-		return "", nil
+		return "", true, nil
 	}
-	tlsCfg, err := etcdTLSFrom(e, "/etc/kubernetes/pki")
+	tlsCfg, err := etcdTLSFrom(e, etcdCertificatesDir(flags))
 	if err != nil {
-		warn("cannot read this node's etcd client certificate (%v); its etcd member was not removed", err)
-		return "", nil
+		if force {
+			warn("cannot read this node's etcd client certificate (%v); its etcd member was not removed (--force)", err)
+			return "", false, nil
+		}
+		return "", false, operr.Wrap(operr.Preflight, err, "cannot read this node's etcd client certificate, so its etcd member cannot be removed",
+			"restore the certificate, or pass --force to reset anyway (then remove the member by hand: etcdctl member remove)")
 	}
 	cli, err := etcd.Client([]string{clientURL}, tlsCfg)
 	if err != nil {
-		return "", operr.Wrap(operr.Other, err, "connect to etcd", "")
+		return "", false, operr.Wrap(operr.Other, err, "connect to etcd", "")
 	}
 	defer cli.Close()
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -246,9 +331,9 @@ func removeEtcdMember(ctx context.Context, e *Env, manifest []byte, force bool, 
 	if err != nil {
 		if force {
 			warn("etcd is unreachable (%v); member not removed (--force)", err)
-			return "", nil
+			return "", false, nil
 		}
-		return "", operr.Wrap(operr.Other, err, "etcd does not answer, so this node's member cannot be removed safely", "fix etcd, or pass --force to reset anyway (then remove the member by hand: etcdctl member remove)")
+		return "", false, operr.Wrap(operr.Other, err, "etcd does not answer, so this node's member cannot be removed safely", "fix etcd, or pass --force to reset anyway (then remove the member by hand: etcdctl member remove)")
 	}
 	var self uint64
 	voters, healthyOthers := 0, 0
@@ -268,23 +353,32 @@ func removeEtcdMember(ctx context.Context, e *Env, manifest []byte, force bool, 
 		}
 	}
 	if self == 0 {
-		return "", nil
+		return "", true, nil
 	}
 	remaining := voters - 1
 	if remaining == 0 && !force {
-		return "", operr.New(operr.Preflight, "this node holds the last etcd member: removing it destroys the cluster's data", "pass --force if that is what you want")
+		return "", false, operr.New(operr.Preflight, "this node holds the last etcd member: removing it destroys the cluster's data", "pass --force if that is what you want")
 	}
 	if remaining > 0 && healthyOthers < remaining/2+1 && !force {
-		return "", operr.Newf(operr.Preflight, "bring the other control planes' etcd back first, or pass --force",
+		return "", false, operr.Newf(operr.Preflight, "bring the other control planes' etcd back first, or pass --force",
 			"removing this etcd member would leave %d voting member(s) of which only %d are healthy: etcd would lose quorum", remaining, healthyOthers)
 	}
 	rctx, rcancel := context.WithTimeout(ctx, time.Minute)
 	defer rcancel()
 	if err := etcd.RemoveMember(rctx, cli, self); err != nil {
-		return "", operr.Wrap(operr.Other, err, fmt.Sprintf("remove etcd member %x", self), "")
+		return "", false, operr.Wrap(operr.Other, err, fmt.Sprintf("remove etcd member %x", self), "")
 	}
 	e.Logf("reset", "removed etcd member %x (%s)", self, peerURL)
-	return fmt.Sprintf("%x", self), nil
+	return fmt.Sprintf("%x", self), true, nil
+}
+
+// etcdCertificatesDir is the certificates directory the etcd manifest uses
+// (<dir>/etcd/ca.crt is its trusted CA), else kubeadm's default.
+func etcdCertificatesDir(flags map[string]string) string {
+	if ca := flags["trusted-ca-file"]; path.IsAbs(ca) && path.Base(path.Dir(ca)) == "etcd" {
+		return path.Dir(path.Dir(ca))
+	}
+	return PKIDir
 }
 
 func memberHealthy(ctx context.Context, cli *clientv3.Client, url string) bool {
