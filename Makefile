@@ -5,7 +5,7 @@ export KJOIN_CACHE ?= /var/cache/kjoin
 export KJOIN_ARTIFACTS ?= $(CURDIR)/_artifacts
 E2E_TIMEOUT ?= 70m
 
-.PHONY: all build check test e2e components lab-up lab-down lab-status demo bench clean
+.PHONY: all build check fuzz test e2e components lab-up lab-down lab-status demo bench clean
 
 all: build
 
@@ -15,10 +15,19 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -tags kjoin_fault -o bin/kjoin-fault ./cmd/kjoin
 	$(GO) build -o bin/lab ./e2e/cmd/lab
 
-## check: vet and unit tests (hermetic, no root)
+## check: vet, unit tests (hermetic, no root) and a short bounded run of every fuzz test
 check:
 	$(GO) vet ./...
 	$(GO) test -count=1 ./...
+	$(MAKE) --no-print-directory fuzz
+
+## fuzz: each fuzz test for FUZZTIME (seed corpora in */testdata/fuzz)
+FUZZTIME ?= 3s
+FUZZ_TARGETS := token:FuzzParse discovery:FuzzParsePin discovery:FuzzClusterInfo discovery:FuzzSelectCluster \
+	discovery:FuzzCheckEndpoint certs:FuzzParseKey patches:FuzzParseName joinconfig:FuzzDecode
+fuzz:
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t#*:}; \
+	  $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) ./$$pkg || exit 1; done
 
 ## components: lab packages and the real Kubernetes/etcd programs (cached by version)
 components:

@@ -133,3 +133,18 @@ func pool(c *x509.Certificate) *x509.CertPool {
 	p.AddCert(c)
 	return p
 }
+
+func FuzzParseKey(f *testing.F) {
+	for _, s := range []string{"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", " 00 ", "", "zz"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		k, err := ParseKey(s)
+		if err == nil && len(k) != 32 {
+			t.Errorf("ParseKey(%q) gave %d bytes", s, len(k))
+		}
+		if err != nil && len(s) > 8 && strings.Contains(err.Error(), s) {
+			t.Errorf("the error repeats the key: %v", err)
+		}
+	})
+}
