@@ -320,7 +320,7 @@ func TestSkipAndOnlyPhases(t *testing.T) {
 
 func assertNothingWritten(t *testing.T, h *testHost) {
 	t.Helper()
-	for _, dir := range []string{KubernetesDir, KubeletDir} {
+	for _, dir := range []string{KubernetesDir, KubeletDir, "/var/lib/kjoin"} {
 		if entries, err := os.ReadDir(h.env.Paths.Of(dir)); err == nil && len(entries) > 0 {
 			t.Errorf("%s was written: %v", dir, entries)
 		}

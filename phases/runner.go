@@ -120,6 +120,10 @@ func Run(ctx context.Context, e *Env, s *State, workflow []Phase, o RunOptions) 
 		results = append(results, res)
 		if s.Journal != nil && !s.Opts.DryRun {
 			s.Journal.Completed(p.Name)
+		}
+		// Read-only phases leave no trace on a host the join has not changed yet: a refused
+		// join (preflight, discovery) writes nothing, not even the journal.
+		if s.Journal != nil && !s.Opts.DryRun && (!p.ReadOnly || e.Exists(JournalPath)) {
 			if err := s.Journal.Save(e); err != nil {
 				return results, operr.Wrap(operr.Other, err, "cannot save the join journal", "")
 			}
