@@ -255,6 +255,12 @@ func TestKjoinTrustFailures(t *testing.T) {
 
 // hostileServer serves TLS with its own CA on the lab bridge and returns its host:port.
 func hostileServer(t *testing.T, h http.HandlerFunc) string {
+	addr, _ := hostileServerCA(t, h)
+	return addr
+}
+
+// hostileServerCA is hostileServer that also returns the attacker's CA (PEM).
+func hostileServerCA(t *testing.T, h http.HandlerFunc) (string, []byte) {
 	t.Helper()
 	key, _ := pki.NewECKey()
 	now := time.Now()
@@ -274,5 +280,5 @@ func hostileServer(t *testing.T, h http.HandlerFunc) string {
 	srv := &http.Server{Handler: h, TLSConfig: &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{cert.Raw}, PrivateKey: skey}}}}
 	go func() { _ = srv.ServeTLS(l, "", "") }()
 	t.Cleanup(func() { _ = srv.Close() })
-	return l.Addr().String()
+	return l.Addr().String(), pki.EncodeCert(ca)
 }
