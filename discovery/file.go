@@ -26,14 +26,15 @@ type FileResult struct {
 
 // File loads a discovery kubeconfig from a path, a file:// URL or an https:// URL. Trust comes
 // from the file itself (kubeadm's file discovery): its CA is used as given.
-func File(ctx context.Context, location string, timeout time.Duration) (*FileResult, error) {
+// An https location is fetched with client (nil: the system's roots), never following a redirect.
+func File(ctx context.Context, location string, timeout time.Duration, client *http.Client) (*FileResult, error) {
 	var data []byte
 	var err error
 	remote := strings.HasPrefix(location, "https://")
 	local := strings.TrimPrefix(location, "file://")
 	switch {
 	case remote:
-		data, err = fetchHTTPS(ctx, location, timeout)
+		data, err = fetchHTTPS(ctx, location, timeout, client)
 	case strings.Contains(location, "://") && !strings.HasPrefix(location, "file://"):
 		return nil, operr.New(operr.Usage, "--discovery-file URL must use https", "serve the discovery kubeconfig over https, or copy it to this host")
 	default:
@@ -78,16 +79,20 @@ func File(ctx context.Context, location string, timeout time.Duration) (*FileRes
 	return &FileResult{Result: Result{Server: cluster.Server, CAData: ca, CAPin: Pin(certs[0]), ClusterInfo: data}, AuthInfo: auth}, nil
 }
 
-func fetchHTTPS(ctx context.Context, url string, timeout time.Duration) ([]byte, error) {
+func fetchHTTPS(ctx context.Context, url string, timeout time.Duration, base *http.Client) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}
-	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error {
+	client := &http.Client{}
+	if base != nil {
+		client.Transport = base.Transport
+	}
+	client.CheckRedirect = func(*http.Request, []*http.Request) error {
 		return errors.New("redirects are not followed: give the final https URL")
-	}}
+	}
 	resp, err := client.Do(req)
 	if err != nil {
 		return nil, err

@@ -21,7 +21,7 @@ func runDiscovery(ctx context.Context, e *Env, s *State) error {
 	var auth *rest.Config
 	switch {
 	case s.Opts.DiscoveryFile != "":
-		fr, err := discovery.File(ctx, s.Opts.DiscoveryFile, s.Opts.Timeouts.Discovery)
+		fr, err := discovery.File(ctx, s.Opts.DiscoveryFile, s.Opts.Timeouts.Discovery, nil)
 		if err != nil {
 			return err
 		}
