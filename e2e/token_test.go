@@ -3,13 +3,18 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"kjoin.dev/kjoin/e2e/framework"
 	"kjoin.dev/kjoin/e2e/lab"
@@ -94,9 +99,31 @@ func TestOneStepControlPlaneJoinCommand(t *testing.T) {
 	}
 	c.Host(t, "cp2")
 	writeToken(t, c, "cp2", ji.Token)
+	// kubeadm-style patches for two static pods, to prove --patches reaches them.
+	patchDir := c.HostPath("cp2", "/run/lab/patches")
+	if err := os.MkdirAll(patchDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{
+		"etcd+merge.yaml":     "metadata:\n  labels:\n    kjoin.dev/patched: etcd\n",
+		"kube-apiserver.yaml": "metadata:\n  labels:\n    kjoin.dev/patched: kube-apiserver\n",
+	} {
+		if err := os.WriteFile(filepath.Join(patchDir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	c.MustRun(t, "cp2", "kjoin", "join", ji.Endpoint, "--token-file", "/run/lab/token", "--discovery-token-ca-cert-hash", ji.CACertHashes[0],
-		"--control-plane", "--certificate-key", ji.CertificateKey, "--apiserver-advertise-address", c.Hosts["cp2"].IP)
+		"--control-plane", "--certificate-key", ji.CertificateKey, "--apiserver-advertise-address", c.Hosts["cp2"].IP, "--patches", "/run/lab/patches")
 	assertEtcdVoters(t, c, 2)
+	for _, component := range []string{"etcd", "kube-apiserver"} {
+		err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			p, err := c.Client.CoreV1().Pods("kube-system").Get(ctx, component+"-cp2", metav1.GetOptions{})
+			return err == nil && p.Labels["kjoin.dev/patched"] == component, nil
+		})
+		if err != nil {
+			t.Errorf("the %s mirror pod of cp2 does not carry the patched label: %v", component, err)
+		}
+	}
 
 	c.Host(t, "cp3")
 	args := strings.Fields(strings.Replace(ji.Command, "kjoin join", "kubeadm join", 1))
