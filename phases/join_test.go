@@ -388,7 +388,7 @@ func TestResetUndoesAWorkerJoinAndIsIdempotent(t *testing.T) {
 	}
 	unrelated := h.env.Paths.Of("/etc/kubernetes/unrelated.conf")
 	_ = os.WriteFile(unrelated, []byte("x"), 0o600)
-	rep, err := Reset(context.Background(), h.env, ResetOptions{})
+	rep, err := Reset(context.Background(), h.env, ResetOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,7 +404,7 @@ func TestResetUndoesAWorkerJoinAndIsIdempotent(t *testing.T) {
 		t.Error("reset removed a file the join did not write")
 	}
 	h.runner.active = false
-	rep, err = Reset(context.Background(), h.env, ResetOptions{})
+	rep, err = Reset(context.Background(), h.env, ResetOptions{}, nil)
 	if err != nil || rep.Changed {
 		t.Errorf("second reset: %+v %v", rep, err)
 	}

@@ -41,7 +41,7 @@ func TestResetDeletesOnlyItsOwn(t *testing.T) {
 	if err := j.Save(e); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Reset(context.Background(), e, ResetOptions{})
+	rep, err := Reset(context.Background(), e, ResetOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestResetRefusesAJournalOthersCouldWrite(t *testing.T) {
 	if err := os.Chmod(h.env.Paths.Of(JournalPath), 0o666); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Reset(context.Background(), h.env, ResetOptions{})
+	_, err := Reset(context.Background(), h.env, ResetOptions{}, nil)
 	if operr.CodeOf(err) != operr.Preflight || !strings.Contains(err.Error(), "mode 0666") || !strings.Contains(operr.HintOf(err), "chmod 600") {
 		t.Fatalf("got %v (hint %q)", err, operr.HintOf(err))
 	}
@@ -98,18 +98,47 @@ func TestResetKeepsEtcdDataWhileMemberMayRemain(t *testing.T) {
 	e := h.env
 	writeHost(t, e, "/etc/kubernetes/manifests/etcd.yaml", etcdManifest, 0o600)
 	writeHost(t, e, "/var/lib/etcd/member/snap/db", "data", 0o600)
-	_, err := Reset(context.Background(), e, ResetOptions{})
+	_, err := Reset(context.Background(), e, ResetOptions{}, nil)
 	if operr.CodeOf(err) != operr.Preflight || !strings.Contains(err.Error(), "etcd client certificate") || !strings.Contains(err.Error(), "/srv/certs/etcd/ca.crt") {
 		t.Fatalf("got %v; want a refusal naming the certificate from the manifest's certificates dir", err)
 	}
 	if !e.Exists("/var/lib/etcd/member/snap/db") || !e.Exists("/etc/kubernetes/manifests/etcd.yaml") {
 		t.Fatal("a refused reset removed etcd data or the manifest")
 	}
-	rep, err := Reset(context.Background(), e, ResetOptions{Force: true})
+	rep, err := Reset(context.Background(), e, ResetOptions{Force: true}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if e.Exists("/var/lib/etcd/member") || !e.Exists("/var/lib/etcd") {
 		t.Errorf("--force: data dir should be emptied and kept; report %+v", rep)
+	}
+}
+
+// Reset is a workflow: per-phase results, --skip-phases, the same runner as join.
+func TestResetPhasesAndSkip(t *testing.T) {
+	h := newTestHost(t)
+	if _, err := Run(context.Background(), h.env, &State{Opts: h.options(t)}, Join, RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Reset(context.Background(), h.env, ResetOptions{}, []string{"stop-kubelet"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := map[string]string{}
+	for _, p := range rep.Phases {
+		status[p.Name] = p.Status
+	}
+	want := map[string]string{"delete-node": "skipped", "remove-etcd-member": "skipped", "remove-static-pods": "unchanged",
+		"stop-kubelet": "skipped", "mark-node": "skipped", "remove-files": "ran"}
+	for name, st := range want {
+		if status[name] != st {
+			t.Errorf("phase %s: %q, want %q (all: %v)", name, status[name], st, status)
+		}
+	}
+	if !h.runner.active || rep.KubeletStopped {
+		t.Error("--skip-phases stop-kubelet stopped the kubelet")
+	}
+	if _, err := Reset(context.Background(), h.env, ResetOptions{}, []string{"no-such-phase"}); operr.CodeOf(err) != operr.Usage {
+		t.Errorf("unknown phase: %v", err)
 	}
 }

@@ -26,7 +26,7 @@ type Phase struct {
 	Run  func(ctx context.Context, e *Env, s *State) error
 }
 
-// Join is the join workflow, in order.
+// Join is the join workflow, in order. (ResetWorkflow undoes it.)
 var Join = []Phase{
 	Preflight, Discovery, ControlPlanePrepare, TLSBootstrap, KubeletConfig, KubeletStart,
 	EtcdJoin, MarkControlPlane, WaitControlPlane, WaitReady,
@@ -49,6 +49,9 @@ type RunOptions struct {
 	Only []string
 	// AfterPhase is called after each completed phase (fault injection in lab tests).
 	AfterPhase func(name string)
+	// KeepJournal leaves s.Journal as it is: no phase completion is recorded or saved
+	// (reset, which removes the journal).
+	KeepJournal bool
 }
 
 // Run executes the workflow in order and returns the per-phase results. It stops at the
@@ -118,12 +121,12 @@ func Run(ctx context.Context, e *Env, s *State, workflow []Phase, o RunOptions) 
 		}
 		e.Debugf(p.Name, "done in %s", res.Duration.Round(time.Millisecond))
 		results = append(results, res)
-		if s.Journal != nil && !s.Opts.DryRun {
+		if s.Journal != nil && !s.Opts.DryRun && !o.KeepJournal {
 			s.Journal.Completed(p.Name)
 		}
 		// Read-only phases leave no trace on a host the join has not changed yet: a refused
 		// join (preflight, discovery) writes nothing, not even the journal.
-		if s.Journal != nil && !s.Opts.DryRun && (!p.ReadOnly || e.Exists(JournalPath)) {
+		if s.Journal != nil && !s.Opts.DryRun && !o.KeepJournal && (!p.ReadOnly || e.Exists(JournalPath)) {
 			if err := s.Journal.Save(e); err != nil {
 				return results, operr.Wrap(operr.Other, err, "cannot save the join journal", "")
 			}

@@ -125,6 +125,9 @@ type State struct {
 	PlannedWrites []PlannedWrite
 	PlannedAPI    []string
 
+	// Reset is the reset workflow's own state (nil in a join).
+	Reset *ResetState
+
 	// Journal is the on-node record of this (or an interrupted earlier) join.
 	Journal *Journal
 	// Own is true when this node's existing files belong to this same join (journal or a

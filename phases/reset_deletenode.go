@@ -1,0 +1,67 @@
+package phases
+
+import (
+	"context"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"kjoin.dev/kjoin/operr"
+)
+
+// ResetDeleteNode deletes the Node object with admin credentials (--delete-node).
+//
+//	Reads:  s.Reset (Opts.DeleteNode, Opts.Kubeconfig, Report.Node)
+//	Writes: s.Reset.Report.NodeDeleted
+var ResetDeleteNode = Phase{
+	Name: "delete-node", Short: "Delete the Node object (--delete-node)", Run: runResetDeleteNode,
+	Skip: func(s *State) string {
+		switch {
+		case !s.Reset.Opts.DeleteNode:
+			return "no --delete-node"
+		case s.Reset.Report.Node == "":
+			return "no node name known"
+		}
+		return ""
+	},
+}
+
+func runResetDeleteNode(ctx context.Context, e *Env, s *State) error {
+	r := s.Reset.Report
+	if err := deleteNode(ctx, e, s.Reset.Opts.Kubeconfig, r.Node); err != nil {
+		return err
+	}
+	r.NodeDeleted = true
+	s.MarkChanged()
+	e.Logf("delete-node", "deleted Node %q", r.Node)
+	return nil
+}
+
+func deleteNode(ctx context.Context, e *Env, kubeconfig, name string) error {
+	if kubeconfig == "" {
+		kubeconfig = AdminKubeconfig
+	}
+	b, err := e.ReadFile(kubeconfig)
+	if err != nil {
+		return operr.Wrap(operr.Usage, err, "--delete-node needs admin credentials", "pass --kubeconfig with a cluster-admin kubeconfig")
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(b)
+	if err != nil {
+		return operr.Wrap(operr.Usage, err, "unusable kubeconfig "+kubeconfig, "")
+	}
+	cfg.Timeout = 15 * time.Second
+	c, err := e.NewClient(cfg)
+	if err != nil {
+		return err
+	}
+	err = c.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
+	if apierrors.IsForbidden(err) {
+		return operr.Wrap(operr.Auth, err, "the kubeconfig's user may not delete nodes", "pass --kubeconfig with a cluster-admin kubeconfig")
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return operr.Wrap(operr.Other, err, "delete Node "+name, "")
+	}
+	return nil
+}

@@ -1,0 +1,23 @@
+package phases
+
+import "context"
+
+// ResetKubelet stops the kubelet.
+//
+//	Reads:  the kubelet service state
+//	Writes: s.Reset.Report.KubeletStopped
+var ResetKubelet = Phase{Name: "stop-kubelet", Short: "Stop the kubelet", Run: runResetKubelet}
+
+func runResetKubelet(ctx context.Context, e *Env, s *State) error {
+	if _, err := e.Exec.Run(ctx, "systemctl", "is-active", "--quiet", "kubelet"); err != nil {
+		return nil
+	}
+	if _, err := e.Exec.Run(ctx, "systemctl", "stop", "kubelet"); err != nil {
+		s.Warn(e, "stop-kubelet", "could not stop the kubelet: %v", err)
+		return nil
+	}
+	s.Reset.Report.KubeletStopped = true
+	s.MarkChanged()
+	e.Logf("stop-kubelet", "stopped the kubelet")
+	return nil
+}

@@ -1,0 +1,106 @@
+package phases
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// ResetMarkNode tells the cluster at once, with the node's own identity, that its kubelet
+// stopped (Ready=Unknown), rather than after the node monitor's grace period: a Ready Node
+// would block re-joining under the same name.
+//
+//	Reads:  s.Reset.Report (Node, KubeletStopped, NodeDeleted), s.Journal.Endpoint; kubelet.conf
+//	Writes: the Node's Ready condition
+var ResetMarkNode = Phase{
+	Name: "mark-node", Short: "Mark the Node not ready", Run: runResetMarkNode,
+	Skip: func(s *State) string {
+		r := s.Reset.Report
+		switch {
+		case r.NodeDeleted:
+			return "Node deleted"
+		case r.Node == "":
+			return "no node name known"
+		case !r.KubeletStopped:
+			return "the kubelet was not running"
+		}
+		return ""
+	},
+}
+
+func runResetMarkNode(ctx context.Context, e *Env, s *State) error {
+	r := s.Reset.Report
+	if err := markNodeGone(ctx, e, r.Node, clusterServer(e, s.Journal)); err != nil {
+		s.Warn(e, "mark-node", "could not mark Node %q not ready (%v); it turns NotReady after the node monitor grace period", r.Node, err)
+		return nil
+	}
+	s.MarkChanged()
+	return nil
+}
+
+// markNodeGone sets the Node's Ready condition to Unknown, as the node lifecycle controller
+// would once the kubelet stops reporting.
+func markNodeGone(ctx context.Context, e *Env, name, server string) error {
+	b, err := e.ReadFile(KubeletKubeconfig)
+	if err != nil {
+		return err
+	}
+	kc, err := clientcmd.Load(b)
+	if err != nil {
+		return err
+	}
+	kctx := kc.Contexts[kc.CurrentContext]
+	if kctx == nil || kc.Clusters[kctx.Cluster] == nil || kc.AuthInfos[kctx.AuthInfo] == nil {
+		return fmt.Errorf("%s has no usable current context", KubeletKubeconfig)
+	}
+	cluster, auth := kc.Clusters[kctx.Cluster], kc.AuthInfos[kctx.AuthInfo]
+	if server == "" {
+		server = cluster.Server
+	}
+	cfg := &rest.Config{Host: server, Timeout: 10 * time.Second, TLSClientConfig: rest.TLSClientConfig{
+		CAData: cluster.CertificateAuthorityData, CertFile: e.Paths.Of(auth.ClientCertificate), KeyFile: e.Paths.Of(auth.ClientKey),
+		CertData: auth.ClientCertificateData, KeyData: auth.ClientKeyData,
+	}}
+	if auth.ClientCertificate == "" {
+		cfg.TLSClientConfig.CertFile, cfg.TLSClientConfig.KeyFile = "", ""
+	}
+	c, err := e.NewClient(cfg)
+	if err != nil {
+		return err
+	}
+	node, err := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	now := metav1.NewTime(e.Clock.Now())
+	for i, cond := range node.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			node.Status.Conditions[i].Status = corev1.ConditionUnknown
+			node.Status.Conditions[i].Reason = "KjoinReset"
+			node.Status.Conditions[i].Message = "kjoin reset stopped this node's kubelet"
+			node.Status.Conditions[i].LastTransitionTime = now
+			node.Status.Conditions[i].LastHeartbeatTime = now
+		}
+	}
+	_, err = c.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+	return err
+}
+
+// clusterServer is the cluster's endpoint (a control plane's kubelet.conf points at its own,
+// now stopped, API server): from the journal, else from admin.conf.
+func clusterServer(e *Env, j *Journal) string {
+	if j.Endpoint != "" {
+		return j.Endpoint
+	}
+	if b, err := e.ReadFile(AdminKubeconfig); err == nil {
+		if cfg, err := clientcmd.RESTConfigFromKubeConfig(b); err == nil {
+			return cfg.Host
+		}
+	}
+	return ""
+}
