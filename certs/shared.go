@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"kjoin.dev/kjoin/clusterconfig"
 	"kjoin.dev/kjoin/operr"
 )
 
@@ -90,6 +91,15 @@ func newGCM(key []byte) (cipher.AEAD, error) {
 
 // External names the files of an external etcd client, if the cluster uses one.
 type External struct{ CAFile, CertFile, KeyFile string }
+
+// ExternalOf is the external etcd client of a cluster, nil for a stacked etcd.
+func ExternalOf(cfg *clusterconfig.ClusterConfiguration) *External {
+	if cfg == nil || cfg.Etcd.External == nil {
+		return nil
+	}
+	x := cfg.Etcd.External
+	return &External{CAFile: x.CAFile, CertFile: x.CertFile, KeyFile: x.KeyFile}
+}
 
 // File is a downloaded file and the mode it is written with.
 type File struct {

@@ -9,8 +9,6 @@ import (
 	"slices"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"kjoin.dev/kjoin/certs"
@@ -41,23 +39,18 @@ func workerSkip(s *State) string {
 }
 
 func runControlPlanePrepare(ctx context.Context, e *Env, s *State) error {
-	cfg, err := fetchClusterConfiguration(ctx, s)
+	cfg, err := cc.Fetch(ctx, s.BootstrapClient, "the bootstrap token")
 	if err != nil {
 		return err
 	}
 	s.Cluster = cfg
-	if cfg.ControlPlaneEndpoint == "" {
-		return operr.New(operr.Preflight, "the cluster has no controlPlaneEndpoint, so it cannot have a second control plane",
-			"kubeadm clusters need a stable controlPlaneEndpoint (a DNS name or load balancer) set at kubeadm init to add control planes; nodes cannot fail over without one")
+	if err := cfg.RequireControlPlaneEndpoint(); err != nil {
+		return err
 	}
 	pkiDir := cfg.CertificatesDir
 	written := 0
 	if s.Opts.CertificateKey != "" {
-		var ext *certs.External
-		if x := cfg.Etcd.External; x != nil {
-			ext = &certs.External{CAFile: x.CAFile, CertFile: x.CertFile, KeyFile: x.KeyFile}
-		}
-		files, err := certs.Download(ctx, s.BootstrapClient, s.Opts.CertificateKey, ext)
+		files, err := certs.Download(ctx, s.BootstrapClient, s.Opts.CertificateKey, certs.ExternalOf(cfg))
 		if err != nil {
 			return err
 		}
@@ -210,21 +203,4 @@ func loadPatches(s *State) (*patches.Set, error) {
 		return nil, operr.Wrap(operr.Usage, err, "cannot read --patches", "")
 	}
 	return set, nil
-}
-
-func fetchClusterConfiguration(ctx context.Context, s *State) (*cc.ClusterConfiguration, error) {
-	cm, err := s.BootstrapClient.CoreV1().ConfigMaps("kube-system").Get(ctx, "kubeadm-config", metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil, operr.New(operr.Other, "the cluster has no kube-system/kubeadm-config ConfigMap", "kubeadm init creates it; re-run kubeadm init phase upload-config kubeadm")
-	case apierrors.IsForbidden(err):
-		return nil, operr.Wrap(operr.Auth, err, "the bootstrap token may not read kube-system/kubeadm-config", "kubeadm grants it with Role kubeadm:nodes-kubeadm-config")
-	case err != nil:
-		return nil, fmt.Errorf("read kube-system/kubeadm-config: %w", err)
-	}
-	cfg, err := cc.Parse([]byte(cm.Data["ClusterConfiguration"]))
-	if err != nil {
-		return nil, operr.Wrap(operr.Other, err, "cannot read the cluster's ClusterConfiguration", "")
-	}
-	return cfg, nil
 }

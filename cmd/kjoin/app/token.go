@@ -244,9 +244,13 @@ func joinInfo(ctx context.Context, ac *adminClient, t token.Token, expires *time
 	if cfg != nil {
 		endpoint = cfg.ControlPlaneEndpoint
 	}
-	if controlPlane && endpoint == "" {
-		return nil, operr.New(operr.Preflight, "the cluster has no controlPlaneEndpoint, so no control plane can join it",
-			"a second control plane needs a stable address shared by all API servers (DNS name or load balancer), set as controlPlaneEndpoint at kubeadm init; without it nodes could not fail over")
+	if controlPlane {
+		if cfg == nil {
+			cfg = &cc.ClusterConfiguration{}
+		}
+		if err := cfg.RequireControlPlaneEndpoint(); err != nil {
+			return nil, err
+		}
 	}
 	if endpoint == "" {
 		endpoint = strings.TrimPrefix(ac.server, "https://")
@@ -277,15 +281,13 @@ func joinCommand(format string, ji *JoinInfo) string {
 	return strings.Join(parts, " ")
 }
 
+// clusterConfiguration is the cluster's ClusterConfiguration, nil when it has none.
 func clusterConfiguration(ctx context.Context, c kubernetes.Interface) (*cc.ClusterConfiguration, error) {
-	cm, err := c.CoreV1().ConfigMaps("kube-system").Get(ctx, "kubeadm-config", metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
+	cfg, err := cc.Fetch(ctx, c, "the kubeconfig's user")
+	if errors.Is(err, cc.ErrNotFound) {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, apiError(err, "get", "configmaps/kubeadm-config in kube-system")
-	}
-	return cc.Parse([]byte(cm.Data["ClusterConfiguration"]))
+	return cfg, err
 }
 
 // missingBootstrapRBAC names kubeadm's join bindings that the cluster lacks.
@@ -307,13 +309,10 @@ func uploadCerts(ctx context.Context, ac *adminClient, o *AdminOptions, key stri
 	if err != nil {
 		return time.Time{}, err
 	}
-	pkiDir := "/etc/kubernetes/pki"
-	var ext *certs.External
+	pkiDir := phases.PKIDir
+	ext := certs.ExternalOf(cfg)
 	if cfg != nil {
 		pkiDir = cfg.CertificatesDir
-		if x := cfg.Etcd.External; x != nil {
-			ext = &certs.External{CAFile: x.CAFile, CertFile: x.CertFile, KeyFile: x.KeyFile}
-		}
 	}
 	paths := phases.Paths{Root: o.Root}
 	read := func(p string) ([]byte, error) {
