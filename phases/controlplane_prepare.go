@@ -7,9 +7,6 @@ import (
 	"os"
 	"path"
 	"slices"
-	"time"
-
-	"k8s.io/client-go/tools/clientcmd"
 
 	"kjoin.dev/kjoin/certs"
 	cc "kjoin.dev/kjoin/clusterconfig"
@@ -127,17 +124,8 @@ func runControlPlanePrepare(ctx context.Context, e *Env, s *State) error {
 			}
 		}
 	}
-	adminConf, err := e.ReadFile(AdminKubeconfig)
-	if err != nil {
-		return err
-	}
-	restCfg, err := clientcmd.RESTConfigFromKubeConfig(adminConf)
-	if err != nil {
-		return fmt.Errorf("load %s: %w", AdminKubeconfig, err)
-	}
-	restCfg.Timeout = 10 * time.Second
-	if s.AdminClient, err = e.NewClient(restCfg); err != nil {
-		return err
+	if s.AdminClient, _, err = e.ClientFromKubeconfig(AdminKubeconfig); err != nil {
+		return fmt.Errorf("admin client: %w", err)
 	}
 	pods, err := manifests.ControlPlane(cfg, manifestNode(e, s))
 	if err != nil {

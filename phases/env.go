@@ -8,9 +8,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
 )
 
@@ -98,6 +100,25 @@ func (e *Env) Debugf(phase, format string, args ...any) {
 	if e.Verbosity >= 1 {
 		e.Logf(phase, format, args...)
 	}
+}
+
+// ClientFromKubeconfig builds a client from a kubeconfig file on the host (admin.conf and the
+// like): the one place commands and phases turn a kubeconfig into a client.
+func (e *Env) ClientFromKubeconfig(hostPath string) (kubernetes.Interface, *rest.Config, error) {
+	b, err := e.ReadFile(hostPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(b)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s is not a usable kubeconfig: %w", hostPath, err)
+	}
+	cfg.Timeout = 15 * time.Second
+	c, err := e.NewClient(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, cfg, nil
 }
 
 // ReadFile reads a host file.

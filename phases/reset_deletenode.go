@@ -2,11 +2,9 @@ package phases
 
 import (
 	"context"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"kjoin.dev/kjoin/operr"
 )
@@ -43,18 +41,9 @@ func deleteNode(ctx context.Context, e *Env, kubeconfig, name string) error {
 	if kubeconfig == "" {
 		kubeconfig = AdminKubeconfig
 	}
-	b, err := e.ReadFile(kubeconfig)
+	c, _, err := e.ClientFromKubeconfig(kubeconfig)
 	if err != nil {
 		return operr.Wrap(operr.Usage, err, "--delete-node needs admin credentials", "pass --kubeconfig with a cluster-admin kubeconfig")
-	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(b)
-	if err != nil {
-		return operr.Wrap(operr.Usage, err, "unusable kubeconfig "+kubeconfig, "")
-	}
-	cfg.Timeout = 15 * time.Second
-	c, err := e.NewClient(cfg)
-	if err != nil {
-		return err
 	}
 	err = c.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
 	if apierrors.IsForbidden(err) {

@@ -1,0 +1,51 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"kjoin.dev/kjoin/operr"
+	"kjoin.dev/kjoin/token"
+)
+
+// TokenDeleteOptions are the flags and arguments of kjoin token delete.
+type TokenDeleteOptions struct {
+	AdminOptions
+	Tokens []string
+}
+
+func newCmdTokenDelete(deps *Deps) *cobra.Command {
+	o := &TokenDeleteOptions{}
+	cmd := &cobra.Command{
+		Use: "delete TOKEN|ID...", Short: "Delete bootstrap tokens", Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Tokens = args
+			return runTokenDelete(cmd.Context(), deps, o)
+		},
+	}
+	bindAdminFlags(cmd, &o.AdminOptions, "text")
+	return cmd
+}
+
+// runTokenDelete deletes tokens, given whole or by id.
+func runTokenDelete(ctx context.Context, deps *Deps, o *TokenDeleteOptions) error {
+	ac, err := newAdminClient(deps, &o.AdminOptions)
+	if err != nil {
+		return err
+	}
+	for _, a := range o.Tokens {
+		id, err := token.Delete(ctx, ac.client, a)
+		switch {
+		case errors.Is(err, token.ErrUnknown):
+			return operr.Wrap(operr.Auth, err, "", "kjoin token list shows the existing tokens")
+		case err != nil && id == "":
+			return operr.Wrap(operr.Usage, err, "invalid token or token ID", "")
+		case err != nil:
+			return apiError(err, "delete", "secrets in kube-system")
+		}
+		fmt.Fprintf(deps.Out, "bootstrap token %q deleted\n", id)
+	}
+	return nil
+}
