@@ -290,7 +290,7 @@ func etcdError(err error, what string) error {
 
 // RemoveMember removes a member, retrying passing refusals (etcd refuses membership changes
 // for a few seconds after the last one) until ctx ends.
-func RemoveMember(ctx context.Context, c Cluster, id uint64) error {
+func RemoveMember(ctx context.Context, c Cluster, id uint64, clk clock.Clock) error {
 	delay := 500 * time.Millisecond
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -305,7 +305,7 @@ func RemoveMember(ctx context.Context, c Cluster, id uint64) error {
 		select {
 		case <-ctx.Done():
 			return err
-		case <-time.After(delay):
+		case <-clk.After(delay):
 		}
 		if delay *= 2; delay > 4*time.Second {
 			delay = 4 * time.Second
@@ -313,10 +313,29 @@ func RemoveMember(ctx context.Context, c Cluster, id uint64) error {
 	}
 }
 
-// Client connects to etcd endpoints with a client certificate.
-func Client(endpoints []string, tlsCfg *tls.Config) (*clientv3.Client, error) {
-	return clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, TLS: tlsCfg})
+// Conn is an etcd connection as a join or reset uses it: membership, member health and the
+// join lock. Dial returns the real one; tests give a fake.
+type Conn interface {
+	Cluster
+	// Status asks one member (its client URL) for its status: an error means unhealthy.
+	Status(ctx context.Context, endpoint string) (*clientv3.StatusResponse, error)
+	// NewLock creates the join lock; its lease (ttl seconds) releases it if this process dies.
+	NewLock(ttl int) (Locker, error)
+	Close() error
 }
+
+// Dial connects to etcd endpoints with a client certificate.
+func Dial(endpoints []string, tlsCfg *tls.Config) (Conn, error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, TLS: tlsCfg})
+	if err != nil {
+		return nil, err
+	}
+	return &conn{Client: cli}, nil
+}
+
+type conn struct{ *clientv3.Client }
+
+func (c *conn) NewLock(ttl int) (Locker, error) { return NewMutexLock(c.Client, ttl) }
 
 // MutexLock is a Locker backed by an etcd session and mutex.
 type MutexLock struct {

@@ -2,8 +2,11 @@ package phases
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +17,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
+
+	"kjoin.dev/kjoin/etcd"
 )
 
 // Host paths as the node's programs see them. Every file access goes through Paths.Of, which
@@ -75,6 +80,11 @@ type Env struct {
 	Exec      CommandRunner
 	// NewClient builds a Kubernetes client (fake in tests).
 	NewClient func(*rest.Config) (kubernetes.Interface, error)
+	// DialEtcd connects to etcd (etcd.Dial; a fake cluster in tests).
+	DialEtcd func(endpoints []string, tlsCfg *tls.Config) (etcd.Conn, error)
+	// HTTPClient builds the client of a local health probe: TLS verified by roots, or
+	// unverified when roots is nil (a localhost-only component).
+	HTTPClient func(roots *x509.CertPool) *http.Client
 	// Hostname returns the machine's hostname.
 	Hostname func() (string, error)
 	// Geteuid returns the effective user id.
@@ -119,6 +129,30 @@ func (e *Env) ClientFromKubeconfig(hostPath string) (kubernetes.Interface, *rest
 		return nil, nil, err
 	}
 	return c, cfg, nil
+}
+
+// Poll calls cond at once and then every interval on e.Clock, until it reports done, returns
+// an error, ctx ends (ctx.Err()) or timeout has passed on e.Clock (context.DeadlineExceeded).
+// It is the phases' one wait loop, so tests drive every wait with a fake clock.
+func (e *Env) Poll(ctx context.Context, interval, timeout time.Duration, cond func(context.Context) (bool, error)) error {
+	start := e.Clock.Now()
+	for {
+		done, err := cond(ctx)
+		if err != nil {
+			return err
+		}
+		if done {
+			return nil
+		}
+		if e.Clock.Since(start) >= timeout {
+			return context.DeadlineExceeded
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-e.Clock.After(interval):
+		}
+	}
 }
 
 // ReadFile reads a host file.

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"kjoin.dev/kjoin/etcd"
 	"kjoin.dev/kjoin/manifests"
@@ -49,7 +48,7 @@ func runEtcdJoin(ctx context.Context, e *Env, s *State) error {
 		s.PlannedAPI = append(s.PlannedAPI, "add etcd learner "+peerURL+", write "+path.Join(ManifestsDir, "etcd.yaml")+", promote it to voter")
 		return nil
 	}
-	endpoints, err := etcdEndpoints(ctx, s)
+	endpoints, err := etcdEndpoints(ctx, e, s)
 	if err != nil {
 		return err
 	}
@@ -57,12 +56,12 @@ func runEtcdJoin(ctx context.Context, e *Env, s *State) error {
 	if err != nil {
 		return err
 	}
-	cli, err := etcd.Client(endpoints, tlsCfg)
+	cli, err := e.DialEtcd(endpoints, tlsCfg)
 	if err != nil {
 		return operr.Wrap(operr.Other, err, "connect to etcd at "+strings.Join(endpoints, ","), "")
 	}
 	defer cli.Close()
-	lock, err := etcd.NewMutexLock(cli, 30)
+	lock, err := cli.NewLock(30)
 	if err != nil {
 		return operr.Wrap(operr.Other, err, "cannot open an etcd session at "+strings.Join(endpoints, ","), "check etcd health on the existing control planes")
 	}
@@ -101,9 +100,9 @@ func runEtcdJoin(ctx context.Context, e *Env, s *State) error {
 }
 
 // etcdEndpoints lists the client URLs the existing etcd pods advertise (kubeadm's annotation).
-func etcdEndpoints(ctx context.Context, s *State) ([]string, error) {
+func etcdEndpoints(ctx context.Context, e *Env, s *State) ([]string, error) {
 	var eps []string
-	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, s.Opts.Timeouts.KubernetesAPICall, true, func(ctx context.Context) (bool, error) {
+	err := e.Poll(ctx, 500*time.Millisecond, s.Opts.Timeouts.KubernetesAPICall, func(ctx context.Context) (bool, error) {
 		pods, err := s.AdminClient.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "component=etcd,tier=control-plane"})
 		if err != nil {
 			return false, nil

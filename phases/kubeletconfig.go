@@ -8,7 +8,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
 	"kjoin.dev/kjoin/clusterconfig"
@@ -26,7 +25,7 @@ var KubeletConfig = Phase{Name: "kubelet-config", Short: "Write the kubelet conf
 
 func runKubeletConfig(ctx context.Context, e *Env, s *State) error {
 	var raw string
-	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, s.Opts.Timeouts.KubernetesAPICall, true, func(ctx context.Context) (bool, error) {
+	err := e.Poll(ctx, 250*time.Millisecond, s.Opts.Timeouts.KubernetesAPICall, func(ctx context.Context) (bool, error) {
 		cm, err := s.BootstrapClient.CoreV1().ConfigMaps("kube-system").Get(ctx, "kubelet-config", metav1.GetOptions{})
 		switch {
 		case err == nil:

@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 
 	"kjoin.dev/kjoin/operr"
@@ -38,7 +37,7 @@ func runMarkControlPlane(ctx context.Context, e *Env, s *State) error {
 		return nil
 	}
 	name := s.Opts.NodeName
-	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, s.Opts.Timeouts.ControlPlane, true, func(ctx context.Context) (bool, error) {
+	err := e.Poll(ctx, 250*time.Millisecond, s.Opts.Timeouts.ControlPlane, func(ctx context.Context) (bool, error) {
 		_, err := s.AdminClient.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		return err == nil, nil
 	})

@@ -6,8 +6,6 @@ import (
 	"path"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"kjoin.dev/kjoin/etcd"
 	"kjoin.dev/kjoin/operr"
 )
@@ -60,7 +58,7 @@ func removeEtcdMember(ctx context.Context, e *Env, manifest []byte, force bool, 
 		return "", false, operr.Wrap(operr.Preflight, err, "cannot read this node's etcd client certificate, so its etcd member cannot be removed",
 			"restore the certificate, or pass --force to reset anyway (then remove the member by hand: etcdctl member remove)")
 	}
-	cli, err := etcd.Client([]string{clientURL}, tlsCfg)
+	cli, err := e.DialEtcd([]string{clientURL}, tlsCfg)
 	if err != nil {
 		return "", false, operr.Wrap(operr.Other, err, "connect to etcd", "")
 	}
@@ -105,7 +103,7 @@ func removeEtcdMember(ctx context.Context, e *Env, manifest []byte, force bool, 
 	}
 	rctx, rcancel := context.WithTimeout(ctx, time.Minute)
 	defer rcancel()
-	if err := etcd.RemoveMember(rctx, cli, self); err != nil {
+	if err := etcd.RemoveMember(rctx, cli, self, e.Clock); err != nil {
 		return "", false, operr.Wrap(operr.Other, err, fmt.Sprintf("remove etcd member %x", self), "")
 	}
 	e.Logf("remove-etcd-member", "removed etcd member %x (%s)", self, peerURL)
@@ -121,7 +119,7 @@ func etcdCertificatesDir(flags map[string]string) string {
 	return PKIDir
 }
 
-func memberHealthy(ctx context.Context, cli *clientv3.Client, url string) bool {
+func memberHealthy(ctx context.Context, cli etcd.Conn, url string) bool {
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	_, err := cli.Status(cctx, url)

@@ -36,21 +36,12 @@ func runResetStaticPods(ctx context.Context, e *Env, s *State) error {
 }
 
 func waitPortsFree(ctx context.Context, e *Env, ports []int, timeout time.Duration) {
-	deadline := e.Clock.Now().Add(timeout)
-	for e.Clock.Now().Before(deadline) {
-		busy := false
+	_ = e.Poll(ctx, 250*time.Millisecond, timeout, func(context.Context) (bool, error) {
 		for _, p := range ports {
 			if e.PortInUse(p) {
-				busy = true
+				return false, nil
 			}
 		}
-		if !busy {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-e.Clock.After(250 * time.Millisecond):
-		}
-	}
+		return true, nil
+	})
 }

@@ -2,14 +2,11 @@ package phases
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"net/http"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
-
+	"kjoin.dev/kjoin/discovery"
 	"kjoin.dev/kjoin/operr"
 )
 
@@ -30,11 +27,9 @@ var WaitControlPlane = Phase{ReadOnly: true, Name: "wait-control-plane", Short: 
 }, Run: runWaitControlPlane}
 
 func runWaitControlPlane(ctx context.Context, e *Env, s *State) error {
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(s.Discovery.CAData)
-	verified := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	verified := e.HTTPClient(discovery.Pool(mustCerts(s.Discovery.CAData)))
 	// The controller-manager and scheduler serve self-signed certificates on localhost.
-	local := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // localhost health probe
+	local := e.HTTPClient(nil)
 	checks := []struct {
 		name   string
 		url    string
@@ -46,8 +41,12 @@ func runWaitControlPlane(ctx context.Context, e *Env, s *State) error {
 	}
 	for _, c := range checks {
 		var last string
-		err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, s.Opts.Timeouts.ControlPlane, true, func(ctx context.Context) (bool, error) {
-			resp, err := c.client.Get(c.url)
+		err := e.Poll(ctx, 250*time.Millisecond, s.Opts.Timeouts.ControlPlane, func(ctx context.Context) (bool, error) {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
+			if err != nil {
+				return false, err
+			}
+			resp, err := c.client.Do(req)
 			if err != nil {
 				last = err.Error()
 				return false, nil

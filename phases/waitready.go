@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
 	"kjoin.dev/kjoin/operr"
@@ -61,7 +60,7 @@ func runWaitReady(ctx context.Context, e *Env, s *State) error {
 			e.Logf("wait-ready", "node %q is Ready %s after start", name, s.ReadyAfter.Round(time.Millisecond))
 		}
 	}
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, s.Opts.Timeouts.KubeletHealth, true, func(ctx context.Context) (bool, error) {
+	err := e.Poll(ctx, 200*time.Millisecond, s.Opts.Timeouts.KubeletHealth, func(ctx context.Context) (bool, error) {
 		n, err := s.NodeClient.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			e.Debugf("wait-ready", "node %q: %v", name, err)
@@ -88,7 +87,7 @@ func runWaitReady(ctx context.Context, e *Env, s *State) error {
 	if s.Opts.WaitReady {
 		limit = s.Opts.WaitReadyTimeout
 	}
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, limit, true, func(ctx context.Context) (bool, error) {
+	err = e.Poll(ctx, 200*time.Millisecond, limit, func(ctx context.Context) (bool, error) {
 		if n, err := s.NodeClient.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err == nil {
 			observe(n)
 		}

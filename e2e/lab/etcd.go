@@ -9,6 +9,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/utils/clock"
 
 	"kjoin.dev/kjoin/etcd"
 )
@@ -100,7 +101,7 @@ func (l *Lab) RemoveEtcdMember(ctx context.Context, name string) error {
 		for _, u := range m.PeerURLs {
 			if strings.Contains(u, "//"+h.IP+":") {
 				// etcd refuses membership changes for a few seconds after the last one.
-				return etcd.RemoveMember(ctx, cli, m.ID)
+				return etcd.RemoveMember(ctx, cli, m.ID, clock.RealClock{})
 			}
 		}
 	}

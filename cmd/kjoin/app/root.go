@@ -4,10 +4,13 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -18,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
+	"kjoin.dev/kjoin/etcd"
 	"kjoin.dev/kjoin/joinconfig"
 	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/phases"
@@ -131,6 +135,14 @@ func HostEnv(root string, verbosity int, progress io.Writer) *phases.Env {
 				c.QPS, c.Burst = 50, 100
 			}
 			return kubernetes.NewForConfig(c)
+		},
+		DialEtcd: etcd.Dial,
+		HTTPClient: func(roots *x509.CertPool) *http.Client {
+			cfg := &tls.Config{RootCAs: roots}
+			if roots == nil {
+				cfg = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // localhost health probes of self-signed components
+			}
+			return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
 		},
 		Hostname: os.Hostname,
 		Geteuid:  os.Geteuid,
