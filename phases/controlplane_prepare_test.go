@@ -11,6 +11,7 @@ import (
 
 // Finding 8: the CA downloaded from kubeadm-certs must be the CA discovery pinned.
 func TestUploadedCAMustBeThePinnedCA(t *testing.T) {
+	t.Parallel()
 	newCA := func() []byte {
 		k, _ := pki.NewECKey()
 		c, err := pki.NewSelfSignedCA(pki.CertConfig{CommonName: "kubernetes", NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour)}, k)

@@ -22,7 +22,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/utils/clock"
 
 	"kjoin.dev/kjoin/discovery"
 	"kjoin.dev/kjoin/discovery/discoverytest"
@@ -132,7 +131,7 @@ func newTestHost(t *testing.T, objs ...runtime.Object) *testHost {
 		return nil
 	}
 	h.env = &Env{
-		Paths: Paths{Root: root}, Out: h.out, Clock: clock.RealClock{}, Exec: h.runner,
+		Paths: Paths{Root: root}, Out: h.out, Clock: newAutoClock(), Exec: h.runner,
 		NewClient:       func(*rest.Config) (kubernetes.Interface, error) { return client, nil },
 		Hostname:        func() (string, error) { return "w1", nil },
 		Geteuid:         func() int { return 0 },
@@ -177,6 +176,7 @@ func golden(t *testing.T, name string, got []byte) {
 }
 
 func TestJoinWorkerWritesKubeadmLayout(t *testing.T) {
+	t.Parallel()
 	h := newTestHost(t)
 	s := &State{Opts: h.options(t)}
 	results, err := Run(context.Background(), h.env, s, Join, RunOptions{})
@@ -232,6 +232,7 @@ func TestJoinWorkerWritesKubeadmLayout(t *testing.T) {
 }
 
 func TestJoinRefusesNameOfReadyNode(t *testing.T) {
+	t.Parallel()
 	ready := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "w1"}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
 	h := newTestHost(t, ready)
 	s := &State{Opts: h.options(t)}
@@ -243,6 +244,7 @@ func TestJoinRefusesNameOfReadyNode(t *testing.T) {
 }
 
 func TestPreflightReportsAllFailuresAtOnce(t *testing.T) {
+	t.Parallel()
 	h := newTestHost(t)
 	h.env.Geteuid = func() int { return 1000 }
 	h.env.PortInUse = func(int) bool { return true }
@@ -269,6 +271,7 @@ func TestPreflightReportsAllFailuresAtOnce(t *testing.T) {
 }
 
 func TestDryRunChangesNothing(t *testing.T) {
+	t.Parallel()
 	h := newTestHost(t)
 	s := &State{Opts: h.options(t)}
 	s.Opts.DryRun = true
@@ -300,6 +303,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 }
 
 func TestSkipAndOnlyPhases(t *testing.T) {
+	t.Parallel()
 	h := newTestHost(t)
 	s := &State{Opts: h.options(t)}
 	results, err := Run(context.Background(), h.env, s, Join, RunOptions{Only: []string{"kubelet-config"}})
@@ -330,6 +334,7 @@ func assertNothingWritten(t *testing.T, h *testHost) {
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
 
 func TestRerunConvergesWithoutWriting(t *testing.T) {
+	t.Parallel()
 	h := newTestHost(t)
 	if _, err := Run(context.Background(), h.env, &State{Opts: h.options(t)}, Join, RunOptions{}); err != nil {
 		t.Fatal(err)
@@ -367,6 +372,7 @@ func TestRerunConvergesWithoutWriting(t *testing.T) {
 }
 
 func TestJoinedToAnotherClusterIsRefused(t *testing.T) {
+	t.Parallel()
 	h := newTestHost(t)
 	if _, err := Run(context.Background(), h.env, &State{Opts: h.options(t)}, Join, RunOptions{}); err != nil {
 		t.Fatal(err)
@@ -382,6 +388,7 @@ func TestJoinedToAnotherClusterIsRefused(t *testing.T) {
 }
 
 func TestResetUndoesAWorkerJoinAndIsIdempotent(t *testing.T) {
+	t.Parallel()
 	h := newTestHost(t)
 	if _, err := Run(context.Background(), h.env, &State{Opts: h.options(t)}, Join, RunOptions{}); err != nil {
 		t.Fatal(err)

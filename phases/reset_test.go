@@ -23,6 +23,7 @@ func writeHost(t *testing.T, e *Env, hostPath, content string, mode os.FileMode)
 
 // Finding 7: reset deletes only its own files, whatever the journal lists.
 func TestResetDeletesOnlyItsOwn(t *testing.T) {
+	t.Parallel()
 	h := newTestHost(t)
 	e := h.env
 	writeHost(t, e, "/etc/passwd", "root:x:0:0\n", 0o644)
@@ -62,6 +63,7 @@ func TestResetDeletesOnlyItsOwn(t *testing.T) {
 }
 
 func TestResetRefusesAJournalOthersCouldWrite(t *testing.T) {
+	t.Parallel()
 	h := newTestHost(t)
 	writeHost(t, h.env, "/etc/kubernetes/kubelet.conf", "x", 0o600)
 	if err := (&Journal{Node: "w1", Files: []string{"/etc/kubernetes/kubelet.conf"}}).Save(h.env); err != nil {
@@ -94,6 +96,7 @@ spec:
 // Without its etcd client certificate, reset cannot remove the member: it must not wipe the
 // member's data either (it may still be in the cluster), unless --force.
 func TestResetKeepsEtcdDataWhileMemberMayRemain(t *testing.T) {
+	t.Parallel()
 	h := newTestHost(t)
 	e := h.env
 	writeHost(t, e, "/etc/kubernetes/manifests/etcd.yaml", etcdManifest, 0o600)
@@ -116,6 +119,7 @@ func TestResetKeepsEtcdDataWhileMemberMayRemain(t *testing.T) {
 
 // Reset is a workflow: per-phase results, --skip-phases, the same runner as join.
 func TestResetPhasesAndSkip(t *testing.T) {
+	t.Parallel()
 	h := newTestHost(t)
 	if _, err := Run(context.Background(), h.env, &State{Opts: h.options(t)}, Join, RunOptions{}); err != nil {
 		t.Fatal(err)

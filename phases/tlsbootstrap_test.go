@@ -58,6 +58,7 @@ func mustPEM(p []byte) []byte {
 // Finding 6: what the cluster issues is verified before it is installed; a bad certificate
 // is refused, nothing is installed and the CSR is not resumed later.
 func TestIssuedCertificateIsVerified(t *testing.T) {
+	t.Parallel()
 	other, _ := pki.NewECKey()
 	foreignKey, _ := pki.NewECKey()
 	foreignCA, _ := pki.NewSelfSignedCA(pki.CertConfig{CommonName: "foreign", NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}, foreignKey)
@@ -111,6 +112,7 @@ func TestIssuedCertificateIsVerified(t *testing.T) {
 
 // A denied CSR is forgotten: the next run creates a new one instead of resuming it.
 func TestDeniedCSRIsNotResumed(t *testing.T) {
+	t.Parallel()
 	h := newTestHost(t)
 	good := h.sign
 	h.sign = func(csr *certificatesv1.CertificateSigningRequest) error {
@@ -136,6 +138,7 @@ func TestDeniedCSRIsNotResumed(t *testing.T) {
 
 // A journal CSR that asks for another key than the kept one is not resumed.
 func TestResumedCSRMustMatchKeptKey(t *testing.T) {
+	t.Parallel()
 	otherKey, _ := pki.NewECKey()
 	csrPEM, _ := tlsbootstrap.NewCSR("w1", otherKey)
 	old := &certificatesv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: "kjoin-w1-old"},
