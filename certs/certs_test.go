@@ -40,7 +40,7 @@ func TestUploadThenDownload(t *testing.T) {
 	_ = os.WriteFile(filepath.Join(dir, "sa.key"), []byte("SA KEY"), 0o600)
 	_ = os.WriteFile(filepath.Join(dir, "sa.pub"), []byte("SA PUB"), 0o644)
 	c := fake.NewClientset()
-	key, _ := NewKey()
+	key, _ := NewCertificateKey()
 	ctx := context.Background()
 	exp, err := Upload(ctx, c, key, nil, func(p string) ([]byte, error) { return os.ReadFile(filepath.Join(dir, p)) }, time.Now())
 	if err != nil || time.Until(exp) < time.Hour {
@@ -64,7 +64,7 @@ func TestUploadThenDownload(t *testing.T) {
 	if files["sa.key"].Mode != 0o600 || files["sa.pub"].Mode != 0o644 || files["ca.key"].Mode != 0o600 || files["ca.crt"].Mode != 0o644 {
 		t.Errorf("modes: sa.key %v sa.pub %v ca.key %v ca.crt %v", files["sa.key"].Mode, files["sa.pub"].Mode, files["ca.key"].Mode, files["ca.crt"].Mode)
 	}
-	other, _ := NewKey()
+	other, _ := NewCertificateKey()
 	if _, err := Download(ctx, c, other, nil); err == nil || !strings.Contains(err.Error(), "does not match the uploaded certificates") || operr.CodeOf(err) != operr.Auth {
 		t.Errorf("wrong key: %v", err)
 	}
@@ -134,14 +134,14 @@ func pool(c *x509.Certificate) *x509.CertPool {
 	return p
 }
 
-func FuzzParseKey(f *testing.F) {
+func FuzzParseCertificateKey(f *testing.F) {
 	for _, s := range []string{"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", " 00 ", "", "zz"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		k, err := ParseKey(s)
+		k, err := ParseCertificateKey(s)
 		if err == nil && len(k) != 32 {
-			t.Errorf("ParseKey(%q) gave %d bytes", s, len(k))
+			t.Errorf("ParseCertificateKey(%q) gave %d bytes", s, len(k))
 		}
 		if err != nil && len(s) > 8 && strings.Contains(err.Error(), s) {
 			t.Errorf("the error repeats the key: %v", err)

@@ -38,8 +38,8 @@ var sharedFiles = map[string]string{
 	"etcd-ca.crt": "etcd/ca.crt", "etcd-ca.key": "etcd/ca.key",
 }
 
-// ParseKey decodes a certificate key (64 hex characters, 32 bytes).
-func ParseKey(s string) ([]byte, error) {
+// ParseCertificateKey decodes a certificate key (64 hex characters, 32 bytes).
+func ParseCertificateKey(s string) ([]byte, error) {
 	k, err := hex.DecodeString(strings.TrimSpace(s))
 	if err != nil || len(k) != 32 {
 		return nil, fmt.Errorf("a certificate key is 64 hex characters (32 bytes); got %d characters", len(strings.TrimSpace(s)))
@@ -47,8 +47,8 @@ func ParseKey(s string) ([]byte, error) {
 	return k, nil
 }
 
-// NewKey returns a fresh certificate key, hex-encoded.
-func NewKey() (string, error) {
+// NewCertificateKey returns a fresh certificate key, hex-encoded.
+func NewCertificateKey() (string, error) {
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
 		return "", err
@@ -120,15 +120,16 @@ func ModeOf(secretKey string) os.FileMode {
 // files keyed by path: relative to the certificates directory for the shared CAs, absolute
 // for external etcd files.
 func Download(ctx context.Context, client kubernetes.Interface, certKey string, external *External) (map[string]File, error) {
-	key, err := ParseKey(certKey)
+	key, err := ParseCertificateKey(certKey)
 	if err != nil {
 		return nil, operr.Wrap(operr.Usage, err, "invalid --certificate-key", "print a new one with "+UploadCommand)
 	}
 	secret, err := client.CoreV1().Secrets("kube-system").Get(ctx, SecretName, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil, operr.Newf(operr.Auth, "upload them again on a control plane with "+UploadCommand+" and use the key it prints",
-			"Secret kube-system/%s was not found: the uploaded control-plane certificates expire 2 hours after upload", SecretName)
+		return nil, operr.Newf(operr.Auth,
+			"Secret kube-system/%s was not found: the uploaded control-plane certificates expire 2 hours after upload", SecretName).
+			WithHint("upload them again on a control plane with " + UploadCommand + " and use the key it prints")
 	case apierrors.IsForbidden(err):
 		return nil, operr.Wrap(operr.Auth, err, "the bootstrap token may not read kube-system/"+SecretName,
 			"kubeadm grants it with Role kubeadm:kubeadm-certs bound to group system:bootstrappers:kubeadm:default-node-token; use a token in that group (kjoin token create)")
@@ -140,7 +141,8 @@ func Download(ctx context.Context, client kubernetes.Interface, certKey string, 
 	for name, dst := range files {
 		sealed, ok := secret.Data[name]
 		if !ok {
-			return nil, operr.Newf(operr.Other, "upload them again with "+UploadCommand, "Secret kube-system/%s lacks %s", SecretName, name)
+			return nil, operr.Newf(operr.Other, "Secret kube-system/%s lacks %s", SecretName, name).
+				WithHint("upload them again with " + UploadCommand)
 		}
 		if len(sealed) == 0 || dst == "" {
 			continue

@@ -25,7 +25,7 @@ const TTL = 2 * time.Hour
 // in kubeadm's format, owned by a fresh 2-hour token so it is garbage-collected with it, plus
 // the Role and RoleBinding that let joining nodes read it. It returns when the upload expires.
 func Upload(ctx context.Context, c kubernetes.Interface, certKey string, external *External, readFile func(string) ([]byte, error), now time.Time) (time.Time, error) {
-	key, err := ParseKey(certKey)
+	key, err := ParseCertificateKey(certKey)
 	if err != nil {
 		return time.Time{}, err
 	}

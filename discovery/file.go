@@ -61,8 +61,9 @@ func File(ctx context.Context, location string, timeout time.Duration, client *h
 	ca := cluster.CertificateAuthorityData
 	if len(ca) == 0 && cluster.CertificateAuthority != "" {
 		if remote {
-			return nil, operr.Newf(operr.Trust, "embed certificate-authority-data in the served file",
-				"the discovery file from %s names its CA by path (%s): a remote file's paths mean nothing on this node", location, cluster.CertificateAuthority)
+			return nil, operr.Newf(operr.Trust,
+				"the discovery file from %s names its CA by path (%s): a remote file's paths mean nothing on this node", location, cluster.CertificateAuthority).
+				WithHint("embed certificate-authority-data in the served file")
 		}
 		caPath := cluster.CertificateAuthority
 		if !filepath.IsAbs(caPath) {

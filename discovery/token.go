@@ -186,12 +186,12 @@ func (r *Request) vet(kubeconfig []byte, peers []*x509.Certificate) (*trusted, e
 	switch {
 	case len(pinned) == 0:
 		return nil, operr.Newf(operr.Trust,
-			"check that you are joining the intended cluster; on its control plane print the right pin with kjoin token create --print-join-command",
-			"the cluster CA does not match any --discovery-token-ca-cert-hash: the server presented %s", PinsOf(certs))
+			"the cluster CA does not match any --discovery-token-ca-cert-hash: the server presented %s", PinsOf(certs)).
+			WithHint("check that you are joining the intended cluster; on its control plane print the right pin with kjoin token create --print-join-command")
 	case len(unpinned) > 0:
 		return nil, operr.Newf(operr.Trust,
-			"a CA bundle is trusted only when every CA in it is pinned: during a CA rotation pass one --discovery-token-ca-cert-hash per CA; otherwise someone added a CA to cluster-info",
-			"cluster-info carries CA(s) no --discovery-token-ca-cert-hash pins: %s (subject %q)", PinsOf(unpinned), unpinned[0].Subject.String())
+			"cluster-info carries CA(s) no --discovery-token-ca-cert-hash pins: %s (subject %q)", PinsOf(unpinned), unpinned[0].Subject.String()).
+			WithHint("a CA bundle is trusted only when every CA in it is pinned: during a CA rotation pass one --discovery-token-ca-cert-hash per CA; otherwise someone added a CA to cluster-info")
 	}
 	if err := r.verifyPeer(peers, pinned); err != nil {
 		return nil, err
@@ -299,8 +299,9 @@ func (r *Request) fetchSigned(ctx context.Context, tlsCfg *tls.Config) (*fetched
 			sig, signed := ans.cm.Data[sigKey]
 			if signed {
 				if !jws.DetachedTokenIsValid(sig, kc, r.Token.ID, r.Token.Secret) {
-					return nil, operr.Newf(operr.Auth, "check the token for typos, or create a new one on the control plane with kjoin token create",
-						"the token secret does not match token id %q: cluster-info's signature for it does not verify", r.Token.ID)
+					return nil, operr.Newf(operr.Auth,
+						"the token secret does not match token id %q: cluster-info's signature for it does not verify", r.Token.ID).
+						WithHint("check the token for typos, or create a new one on the control plane with kjoin token create")
 				}
 				return &fetched{kubeconfig: []byte(kc), clockOffset: ans.offset, trust: tr}, nil
 			}
@@ -316,8 +317,9 @@ func (r *Request) fetchSigned(ctx context.Context, tlsCfg *tls.Config) (*fetched
 			} else if r.Clock.Since(unsignedSince) >= r.SignatureGrace {
 				// The signer is active and signs new tokens within a second or two: this
 				// token is not one it knows.
-				return nil, operr.Newf(operr.Auth, "create a new token on the control plane with kjoin token create --print-join-command",
-					"token id %q is unknown to this cluster or has expired (cluster-info is signed for %d other token(s))", r.Token.ID, len(others))
+				return nil, operr.Newf(operr.Auth,
+					"token id %q is unknown to this cluster or has expired (cluster-info is signed for %d other token(s))", r.Token.ID, len(others)).
+					WithHint("create a new token on the control plane with kjoin token create --print-join-command")
 			}
 			lastErr = fmt.Errorf("cluster-info is not signed for token id %q yet", r.Token.ID)
 			r.Logf("%v; waiting for the controller-manager to sign it", lastErr)
@@ -325,8 +327,9 @@ func (r *Request) fetchSigned(ctx context.Context, tlsCfg *tls.Config) (*fetched
 		select {
 		case <-ctx.Done():
 			if noSignatures {
-				return nil, operr.Newf(operr.Timeout, "the controller-manager signs cluster-info (controllers bootstrapsigner): check that it runs, and that the token has usage-bootstrap-signing",
-					"cluster-info carried no token signatures at all until the discovery timeout, so token id %q cannot be verified", r.Token.ID)
+				return nil, operr.Newf(operr.Timeout,
+					"cluster-info carried no token signatures at all until the discovery timeout, so token id %q cannot be verified", r.Token.ID).
+					WithHint("the controller-manager signs cluster-info (controllers bootstrapsigner): check that it runs, and that the token has usage-bootstrap-signing")
 			}
 			return nil, operr.Wrap(operr.Timeout, lastErr, "discovery timed out reading cluster-info from "+r.Endpoint, "check that the API server is up and reachable from this node, or raise timeouts.discovery")
 		case <-r.Clock.After(delay):
@@ -396,16 +399,18 @@ func (r *Request) get(ctx context.Context, client *http.Client, url string) (*an
 		return nil, operr.New(operr.Trust, "the cluster has no kube-public/cluster-info ConfigMap: this API server is not set up for token bootstrapping",
 			"run kubeadm init phase bootstrap-token on the control plane, or use --discovery-file")
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
-		return nil, operr.Newf(operr.Auth, "the API server must allow anonymous reads of kube-public/cluster-info (kubeadm's Role kubeadm:bootstrap-signer-clusterinfo), or use --discovery-file",
-			"the API server refused an anonymous read of cluster-info (HTTP %d)", resp.StatusCode)
+		return nil, operr.Newf(operr.Auth,
+			"the API server refused an anonymous read of cluster-info (HTTP %d)", resp.StatusCode).
+			WithHint("the API server must allow anonymous reads of kube-public/cluster-info (kubeadm's Role kubeadm:bootstrap-signer-clusterinfo), or use --discovery-file")
 	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
 		return nil, transientError{fmt.Errorf("HTTP %d from %s", resp.StatusCode, url)}
 	default:
-		return nil, operr.Newf(operr.Trust, "", "unexpected HTTP %d reading cluster-info: %s", resp.StatusCode, Snippet(body))
+		return nil, operr.Newf(operr.Trust, "unexpected HTTP %d reading cluster-info: %s", resp.StatusCode, Snippet(body))
 	}
 	cm := &corev1.ConfigMap{}
 	if err := json.Unmarshal(body, cm); err != nil {
-		return nil, operr.Newf(operr.Trust, "check that the endpoint is a Kubernetes API server", "cluster-info is not a ConfigMap (%v): %s", err, Snippet(body))
+		return nil, operr.Newf(operr.Trust, "cluster-info is not a ConfigMap (%v): %s", err, Snippet(body)).
+			WithHint("check that the endpoint is a Kubernetes API server")
 	}
 	ans.cm = cm
 	return ans, nil
@@ -448,8 +453,9 @@ func (r *Request) identityError(err error) error {
 		for _, ip := range hostErr.Certificate.IPAddresses {
 			names = append(names, ip.String())
 		}
-		return operr.Newf(operr.Trust, "join through one of those names, or add this one to the API server certificate (ClusterConfiguration apiServer.certSANs)",
-			"the API server certificate is not valid for %q; it is valid for: %s", r.host(), strings.Join(names, ", "))
+		return operr.Newf(operr.Trust,
+			"the API server certificate is not valid for %q; it is valid for: %s", r.host(), strings.Join(names, ", ")).
+			WithHint("join through one of those names, or add this one to the API server certificate (ClusterConfiguration apiServer.certSANs)")
 	}
 	var invalid x509.CertificateInvalidError
 	if errors.As(err, &invalid) && invalid.Reason == x509.Expired {
@@ -459,9 +465,10 @@ func (r *Request) identityError(err error) error {
 		if r.offset != 0 {
 			skew = fmt.Sprintf("; the API server's clock is %s ahead of this node's", r.offset.Round(time.Second))
 		}
-		return operr.Newf(operr.Trust, "fix this node's clock (e.g. enable NTP) and retry",
+		return operr.Newf(operr.Trust,
 			"the API server certificate is not valid at this node's time %s (valid %s to %s)%s",
-			now.UTC().Format(time.RFC3339), c.NotBefore.UTC().Format(time.RFC3339), c.NotAfter.UTC().Format(time.RFC3339), skew)
+			now.UTC().Format(time.RFC3339), c.NotBefore.UTC().Format(time.RFC3339), c.NotAfter.UTC().Format(time.RFC3339), skew).
+			WithHint("fix this node's clock (e.g. enable NTP) and retry")
 	}
 	if errors.As(err, &invalid) {
 		return operr.Wrap(operr.Trust, err, "the API server certificate is not usable", "check that "+r.Endpoint+" is an API server of the cluster you mean to join")

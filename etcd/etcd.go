@@ -214,8 +214,9 @@ func (j *Join) waitStarted(ctx context.Context, id uint64) error {
 		}
 		select {
 		case <-ctx.Done():
-			return operr.Newf(operr.Timeout, "check the etcd pod on this node: crictl ps -a --name etcd; crictl logs <id>",
-				"etcd member %x (%s) did not start within %s", id, j.Name, j.Timeout)
+			return operr.Newf(operr.Timeout,
+				"etcd member %x (%s) did not start within %s", id, j.Name, j.Timeout).
+				WithHint("check the etcd pod on this node: crictl ps -a --name etcd; crictl logs <id>")
 		case <-j.Clock.After(j.Interval):
 		}
 	}

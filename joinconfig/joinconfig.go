@@ -364,7 +364,7 @@ func (v *validator) validate(f Flags, in *input, phaseNames []string, res *Resul
 	}
 	if in.controlPlane {
 		if in.certKey.V != "" {
-			if _, err := certs.ParseKey(in.certKey.V); err != nil {
+			if _, err := certs.ParseCertificateKey(in.certKey.V); err != nil {
 				v.bad(in.certKey.From, fmt.Sprintf("(hidden, %d characters)", len(in.certKey.V)), "64 hex characters (print one with kjoin certs certificate-key)")
 			}
 		}

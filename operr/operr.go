@@ -75,9 +75,15 @@ func Wrap(code Code, err error, what, hint string) *Error {
 	return &Error{Code: code, What: what, Hint: hint, Err: err}
 }
 
-// Newf is New with a formatted What.
-func Newf(code Code, hint, format string, args ...any) *Error {
-	return &Error{Code: code, What: fmt.Sprintf(format, args...), Hint: hint}
+// Newf returns an operator error with a formatted What; add the next step with WithHint.
+func Newf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, What: fmt.Sprintf(format, args...)}
+}
+
+// WithHint sets the next step for the operator and returns e.
+func (e *Error) WithHint(hint string) *Error {
+	e.Hint = hint
+	return e
 }
 
 // As finds the outermost operator error in err's chain.

@@ -84,8 +84,9 @@ func runControlPlanePrepare(ctx context.Context, e *Env, s *State) error {
 			continue
 		}
 		if err1 != nil || err2 != nil {
-			return operr.Newf(operr.Preflight, "pass --certificate-key with the key printed by "+certs.UploadCommand+", or copy the shared certificates to this node",
-				"the shared CA %s is missing on this node (%s)", name, path.Join(pkiDir, name+".{crt,key}"))
+			return operr.Newf(operr.Preflight,
+				"the shared CA %s is missing on this node (%s)", name, path.Join(pkiDir, name+".{crt,key}")).
+				WithHint("pass --certificate-key with the key printed by " + certs.UploadCommand + ", or copy the shared certificates to this node")
 		}
 		ca, err := certs.LoadCA(crt, key)
 		if err != nil {
@@ -152,8 +153,9 @@ func sameCA(uploaded, pinned []byte) error {
 		pins[discovery.Pin(c)] = true
 	}
 	if _, unpinned := pins.Select(up); len(unpinned) > 0 {
-		return operr.Newf(operr.Trust, "upload the certificates again from a control plane of this cluster with "+certs.UploadCommand,
-			"the CA in kube-system/%s (%s) is not the cluster CA discovery pinned (%s)", certs.SecretName, discovery.PinsOf(unpinned), discovery.PinsOf(trusted))
+		return operr.Newf(operr.Trust,
+			"the CA in kube-system/%s (%s) is not the cluster CA discovery pinned (%s)", certs.SecretName, discovery.PinsOf(unpinned), discovery.PinsOf(trusted)).
+			WithHint("upload the certificates again from a control plane of this cluster with " + certs.UploadCommand)
 	}
 	return nil
 }

@@ -42,8 +42,9 @@ func runMarkControlPlane(ctx context.Context, e *Env, s *State) error {
 		return err == nil, nil
 	})
 	if err != nil {
-		return operr.Newf(operr.Timeout, "the kubelet registers through this node's own API server: check it and etcd (crictl ps -a), and journalctl -xeu kubelet",
-			"node %q did not register within %s", name, s.Opts.Timeouts.ControlPlane)
+		return operr.Newf(operr.Timeout,
+			"node %q did not register within %s", name, s.Opts.Timeouts.ControlPlane).
+			WithHint("the kubelet registers through this node's own API server: check it and etcd (crictl ps -a), and journalctl -xeu kubelet")
 	}
 	changed := false
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {

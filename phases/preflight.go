@@ -153,8 +153,9 @@ func checkOwnership(e *Env, s *State) error {
 		}
 		sort.Strings(asked)
 		s.Own = false
-		return operr.Newf(operr.Trust, "run kjoin reset on this node to leave the other cluster, then join again",
-			"this node is already joined to another cluster: its CA is %s, but this join pins %s", pin, strings.Join(asked, ", "))
+		return operr.Newf(operr.Trust,
+			"this node is already joined to another cluster: its CA is %s, but this join pins %s", pin, strings.Join(asked, ", ")).
+			WithHint("run kjoin reset on this node to leave the other cluster, then join again")
 	}
 	if len(s.Opts.Pins) > 0 && e.Exists(KubeletKubeconfig) {
 		s.Own = true
@@ -181,11 +182,13 @@ func Defaults(e *Env, o *Options) error {
 		}
 		switch len(found) {
 		case 0:
-			return operr.Newf(operr.Preflight, "start the container runtime, or pass --cri-socket", "no container runtime socket found (tried %s)", strings.Join(knownCRISockets, ", "))
+			return operr.Newf(operr.Preflight, "no container runtime socket found (tried %s)", strings.Join(knownCRISockets, ", ")).
+				WithHint("start the container runtime, or pass --cri-socket")
 		case 1:
 			o.CRISocket = found[0]
 		default:
-			return operr.Newf(operr.Preflight, "choose one with --cri-socket", "found several container runtime sockets: %s", strings.Join(found, ", "))
+			return operr.Newf(operr.Preflight, "found several container runtime sockets: %s", strings.Join(found, ", ")).
+				WithHint("choose one with --cri-socket")
 		}
 	}
 	if !strings.Contains(o.CRISocket, "://") {

@@ -113,13 +113,16 @@ func checkJournalFile(e *Env) error {
 	}
 	hint := "check who changed it; if it is the join's own record, restore it with chown root:root " + JournalPath + " && chmod 600 " + JournalPath + " (or remove it: reset then uses kubeadm's file list)"
 	if !st.Mode().IsRegular() {
-		return operr.Newf(operr.Preflight, hint, "the join journal %s is not a regular file (%s); reset will not act on it", JournalPath, st.Mode().Type())
+		return operr.Newf(operr.Preflight, "the join journal %s is not a regular file (%s); reset will not act on it", JournalPath, st.Mode().Type()).
+			WithHint(hint)
 	}
 	if st.Mode().Perm() != 0o600 {
-		return operr.Newf(operr.Preflight, hint, "the join journal %s has mode %04o, not 0600; reset will not delete what it lists", JournalPath, st.Mode().Perm())
+		return operr.Newf(operr.Preflight, "the join journal %s has mode %04o, not 0600; reset will not delete what it lists", JournalPath, st.Mode().Perm()).
+			WithHint(hint)
 	}
 	if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Uid != 0 && int(sys.Uid) != os.Geteuid() {
-		return operr.Newf(operr.Preflight, hint, "the join journal %s is owned by uid %d, not root; reset will not delete what it lists", JournalPath, sys.Uid)
+		return operr.Newf(operr.Preflight, "the join journal %s is owned by uid %d, not root; reset will not delete what it lists", JournalPath, sys.Uid).
+			WithHint(hint)
 	}
 	return nil
 }

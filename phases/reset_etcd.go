@@ -98,8 +98,9 @@ func removeEtcdMember(ctx context.Context, e *Env, manifest []byte, force bool, 
 		return "", false, operr.New(operr.Preflight, "this node holds the last etcd member: removing it destroys the cluster's data", "pass --force if that is what you want")
 	}
 	if remaining > 0 && healthyOthers < remaining/2+1 && !force {
-		return "", false, operr.Newf(operr.Preflight, "bring the other control planes' etcd back first, or pass --force",
-			"removing this etcd member would leave %d voting member(s) of which only %d are healthy: etcd would lose quorum", remaining, healthyOthers)
+		return "", false, operr.Newf(operr.Preflight,
+			"removing this etcd member would leave %d voting member(s) of which only %d are healthy: etcd would lose quorum", remaining, healthyOthers).
+			WithHint("bring the other control planes' etcd back first, or pass --force")
 	}
 	rctx, rcancel := context.WithTimeout(ctx, time.Minute)
 	defer rcancel()

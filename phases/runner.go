@@ -63,7 +63,8 @@ func Run(ctx context.Context, e *Env, s *State, workflow []Phase, o RunOptions) 
 	}
 	for _, n := range append(append([]string{}, o.Skip...), o.Only...) {
 		if !known[n] {
-			return nil, operr.Newf(operr.Usage, "known phases: "+strings.Join(Names(workflow), ", "), "unknown phase %q", n)
+			return nil, operr.Newf(operr.Usage, "unknown phase %q", n).
+				WithHint("known phases: " + strings.Join(Names(workflow), ", "))
 		}
 	}
 	skip := toSet(o.Skip)

@@ -215,8 +215,8 @@ func refuseReadyNode(ctx context.Context, s *State, name string) error {
 	for _, c := range node.Status.Conditions {
 		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
 			return operr.Newf(operr.Preflight,
-				fmt.Sprintf("delete the existing Node (kubectl delete node %s) if that machine is gone, or join this one with another --node-name", name),
-				"a Node named %q is already registered and Ready in the cluster", name)
+				"a Node named %q is already registered and Ready in the cluster", name).
+				WithHint(fmt.Sprintf("delete the existing Node (kubectl delete node %s) if that machine is gone, or join this one with another --node-name", name))
 		}
 	}
 	return nil

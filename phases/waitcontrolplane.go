@@ -56,8 +56,9 @@ func runWaitControlPlane(ctx context.Context, e *Env, s *State) error {
 			return resp.StatusCode == http.StatusOK, nil
 		})
 		if err != nil {
-			return operr.Newf(operr.Timeout, "check the component's container: crictl ps -a --name "+c.name+"; crictl logs <id>",
-				"%s is not healthy at %s after %s (last: %s)", c.name, c.url, s.Opts.Timeouts.ControlPlane, last)
+			return operr.Newf(operr.Timeout,
+				"%s is not healthy at %s after %s (last: %s)", c.name, c.url, s.Opts.Timeouts.ControlPlane, last).
+				WithHint("check the component's container: crictl ps -a --name " + c.name + "; crictl logs <id>")
 		}
 		e.Logf("wait-control-plane", "%s is healthy (%s)", c.name, c.url)
 	}

@@ -75,8 +75,9 @@ func runWaitReady(ctx context.Context, e *Env, s *State) error {
 		return true, nil
 	})
 	if err != nil {
-		return operr.Newf(operr.Timeout, "check the kubelet: systemctl status kubelet; journalctl -xeu kubelet",
-			"the kubelet did not register Node %q with a Lease within %s", name, s.Opts.Timeouts.KubeletHealth)
+		return operr.Newf(operr.Timeout,
+			"the kubelet did not register Node %q with a Lease within %s", name, s.Opts.Timeouts.KubeletHealth).
+			WithHint("check the kubelet: systemctl status kubelet; journalctl -xeu kubelet")
 	}
 	e.Logf("wait-ready", "node %q holds its Lease in kube-node-lease (%s after start)", name, e.Clock.Since(s.Started).Round(time.Millisecond))
 	if s.Ready {
@@ -98,8 +99,9 @@ func runWaitReady(ctx context.Context, e *Env, s *State) error {
 	}
 	reason := blockingCondition(node)
 	if s.Opts.WaitReady {
-		return operr.Newf(operr.Timeout, "a network plugin (CNI) must be installed for nodes to become Ready; check kubectl describe node "+name,
-			"node %q is not Ready after %s: %s", name, limit, reason)
+		return operr.Newf(operr.Timeout,
+			"node %q is not Ready after %s: %s", name, limit, reason).
+			WithHint("a network plugin (CNI) must be installed for nodes to become Ready; check kubectl describe node " + name)
 	}
 	s.Warn(e, "wait-ready", "node %q joined but is not Ready yet: %s (pass --wait-ready to require Ready)", name, reason)
 	return nil

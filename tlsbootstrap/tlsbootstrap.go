@@ -237,12 +237,12 @@ func Wait(ctx context.Context, r Request, name string) (*Issued, error) {
 		case <-ctx.Done():
 			if out.Approved == 0 {
 				return nil, operr.Newf(operr.Timeout,
-					fmt.Sprintf("kubeadm clusters auto-approve these CSRs through ClusterRoleBinding %s (group system:bootstrappers:kubeadm:default-node-token); check it exists and the controller-manager runs, or approve by hand: kubectl certificate approve %s", AutoApproveBinding, name),
-					"CSR %s was not approved within %s", name, r.Timeout)
+					"CSR %s was not approved within %s", name, r.Timeout).
+					WithHint(fmt.Sprintf("kubeadm clusters auto-approve these CSRs through ClusterRoleBinding %s (group system:bootstrappers:kubeadm:default-node-token); check it exists and the controller-manager runs, or approve by hand: kubectl certificate approve %s", AutoApproveBinding, name))
 			}
 			return nil, operr.Newf(operr.Timeout,
-				"the controller-manager's csrsigning controller signs them with the cluster CA (--cluster-signing-cert-file/--cluster-signing-key-file); check it runs",
-				"CSR %s was approved but not signed within %s", name, r.Timeout)
+				"CSR %s was approved but not signed within %s", name, r.Timeout).
+				WithHint("the controller-manager's csrsigning controller signs them with the cluster CA (--cluster-signing-cert-file/--cluster-signing-key-file); check it runs")
 		case <-r.Clock.After(r.Interval):
 		}
 	}

@@ -19,7 +19,7 @@ func NewCmdCerts(deps *Deps) *cobra.Command {
 
 // runCertificateKey prints a new certificate key.
 func runCertificateKey(deps *Deps) error {
-	k, err := certs.NewKey()
+	k, err := certs.NewCertificateKey()
 	if err != nil {
 		return err
 	}

@@ -39,5 +39,6 @@ func nonNil(l []string) []string {
 }
 
 func usage(format string, args ...any) error {
-	return operr.Newf(operr.Usage, "see kjoin --help", format, args...)
+	return operr.Newf(operr.Usage, format, args...).
+		WithHint("see kjoin --help")
 }

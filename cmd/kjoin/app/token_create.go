@@ -131,7 +131,8 @@ func runTokenCreate(ctx context.Context, deps *Deps, o *TokenCreateOptions) erro
 	now := time.Now()
 	info, err := token.Create(ctx, ac.client, spec, now)
 	if apierrors.IsAlreadyExists(err) {
-		return operr.Newf(operr.Usage, "pick another token, or delete the old one with kjoin token delete "+spec.Token.ID, "a token with id %q already exists", spec.Token.ID)
+		return operr.Newf(operr.Usage, "a token with id %q already exists", spec.Token.ID).
+			WithHint("pick another token, or delete the old one with kjoin token delete " + spec.Token.ID)
 	}
 	if err != nil {
 		return apiError(err, "create", "secrets in kube-system")
@@ -153,7 +154,7 @@ func runTokenCreate(ctx context.Context, deps *Deps, o *TokenCreateOptions) erro
 		return err
 	}
 	if o.ControlPlane {
-		key, err := certs.NewKey()
+		key, err := certs.NewCertificateKey()
 		if err != nil {
 			return err
 		}

@@ -39,10 +39,10 @@ func runUploadCerts(ctx context.Context, deps *Deps, o *UploadCertsOptions) erro
 	key := o.CertificateKey
 	if key == "" {
 		var err error
-		if key, err = certs.NewKey(); err != nil {
+		if key, err = certs.NewCertificateKey(); err != nil {
 			return err
 		}
-	} else if _, err := certs.ParseKey(key); err != nil {
+	} else if _, err := certs.ParseCertificateKey(key); err != nil {
 		return operr.Wrap(operr.Usage, err, "invalid --certificate-key", "kjoin certs certificate-key prints a new one")
 	}
 	ac, err := newAdminClient(deps, &o.AdminOptions)
