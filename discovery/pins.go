@@ -7,6 +7,8 @@ import (
 	"encoding/pem"
 	"fmt"
 	"strings"
+
+	certutil "k8s.io/client-go/util/cert"
 )
 
 // Pin returns kubeadm's CA pin of a certificate: "sha256:" + hex SHA-256 of its DER
@@ -63,29 +65,9 @@ func (p Pins) Select(certs []*x509.Certificate) (pinned, unpinned []*x509.Certif
 	return pinned, unpinned
 }
 
-// ParseCerts parses every PEM certificate in data. Blocks of other types are ignored.
-func ParseCerts(data []byte) ([]*x509.Certificate, error) {
-	var out []*x509.Certificate
-	for {
-		var b *pem.Block
-		b, data = pem.Decode(data)
-		if b == nil {
-			break
-		}
-		if b.Type != "CERTIFICATE" {
-			continue
-		}
-		c, err := x509.ParseCertificate(b.Bytes)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("no PEM certificate found")
-	}
-	return out, nil
-}
+// ParseCerts parses every PEM certificate in data (client-go's parser: blocks of other
+// types are skipped; no certificate at all is an error).
+func ParseCerts(data []byte) ([]*x509.Certificate, error) { return certutil.ParseCertsPEM(data) }
 
 // EncodeCerts returns certificates as PEM, one block each.
 func EncodeCerts(certs []*x509.Certificate) []byte {

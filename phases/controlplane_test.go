@@ -85,7 +85,7 @@ func TestControlPlaneRerunAddsNoMember(t *testing.T) {
 	if len(c.etcd.added) != 1 || len(c.etcd.promoted) != 1 {
 		t.Errorf("re-run changed etcd: added %x promoted %x", c.etcd.added, c.etcd.promoted)
 	}
-	if s.Changed {
+	if s.Changed() {
 		t.Error("re-run reports changed")
 	}
 }
@@ -184,12 +184,12 @@ func TestMarkControlPlaneKeepsExistingTaintsAndIsIdempotent(t *testing.T) {
 	t.Parallel()
 	h := newTestHost(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cp2"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "x", Effect: corev1.TaintEffectNoExecute}}}})
 	s := &State{Opts: Options{NodeName: "cp2", ControlPlane: true, Timeouts: DefaultTimeouts()}, AdminClient: h.client}
-	if err := MarkControlPlane.Run(context.Background(), h.env, s); err != nil || !s.Changed {
-		t.Fatalf("first: %v changed=%v", err, s.Changed)
+	if err := MarkControlPlane.Run(context.Background(), h.env, s); err != nil || !s.Changed() {
+		t.Fatalf("first: %v changed=%v", err, s.Changed())
 	}
 	s2 := &State{Opts: s.Opts, AdminClient: h.client}
-	if err := MarkControlPlane.Run(context.Background(), h.env, s2); err != nil || s2.Changed {
-		t.Fatalf("second: %v changed=%v", err, s2.Changed)
+	if err := MarkControlPlane.Run(context.Background(), h.env, s2); err != nil || s2.Changed() {
+		t.Fatalf("second: %v changed=%v", err, s2.Changed())
 	}
 	n, _ := h.client.CoreV1().Nodes().Get(context.Background(), "cp2", metav1.GetOptions{})
 	if len(n.Spec.Taints) != 2 || n.Labels[LabelExcludeFromLB] != "" {

@@ -220,8 +220,8 @@ func TestJoinWorkerWritesKubeadmLayout(t *testing.T) {
 	if strings.Join(h.runner.calls, "\n") != strings.Join(want, "\n") {
 		t.Errorf("commands:\n%s\nwant:\n%s", strings.Join(h.runner.calls, "\n"), strings.Join(want, "\n"))
 	}
-	if !s.Ready || s.CSRName != "kjoin-w1-x1" || !s.Changed {
-		t.Errorf("state: ready=%v csr=%q changed=%v", s.Ready, s.CSRName, s.Changed)
+	if !s.Ready || s.CSRName != "kjoin-w1-x1" || !s.Changed() {
+		t.Errorf("state: ready=%v csr=%q changed=%v", s.Ready, s.CSRName, s.Changed())
 	}
 	if h.server.CredentialSeen.Load() {
 		t.Error("discovery sent a credential")
@@ -351,7 +351,7 @@ func TestRerunConvergesWithoutWriting(t *testing.T) {
 	if err != nil {
 		t.Fatalf("re-run: %v\n%s", err, h.out)
 	}
-	if s.Changed {
+	if s.Changed() {
 		t.Error("re-run reports changed")
 	}
 	for _, r := range results {

@@ -20,7 +20,7 @@ import (
 // instance-config.yaml and kubeadm-flags.env.
 //
 //	Reads:  s.BootstrapClient, s.Opts (CRISocket, NodeName, Taints, KubeletExtraArgs, PatchesDir)
-//	Writes: s.KubeletConfigYAML; /var/lib/kubelet/{config.yaml,instance-config.yaml,kubeadm-flags.env}
+//	Writes: /var/lib/kubelet/{config.yaml,instance-config.yaml,kubeadm-flags.env}
 var KubeletConfig = Phase{Name: "kubelet-config", Short: "Write the kubelet configuration from the cluster's kubelet-config", Needs: []string{"discovery"}, Run: runKubeletConfig}
 
 func runKubeletConfig(ctx context.Context, e *Env, s *State) error {
@@ -59,7 +59,6 @@ func runKubeletConfig(ctx context.Context, e *Env, s *State) error {
 	if err != nil {
 		return operr.Wrap(operr.Other, err, "cannot render the kubelet configuration", "")
 	}
-	s.KubeletConfigYAML = cfg
 
 	var defaults []clusterconfig.Arg
 	if !s.Opts.ControlPlane && len(s.Opts.Taints) > 0 {

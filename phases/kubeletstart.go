@@ -9,7 +9,7 @@ import (
 
 // KubeletStart (re)starts the kubelet through the init system, as kubeadm does.
 //
-//	Reads:  s.Opts.DryRun, s.Changed (an unchanged node with a running kubelet is left alone)
+//	Reads:  s.Opts.DryRun, s.Changed() (an unchanged node with a running kubelet is left alone)
 //	Writes: nothing in State; runs systemctl daemon-reload, enable, restart kubelet
 var KubeletStart = Phase{Name: "kubelet-start", Short: "Enable and (re)start the kubelet", Run: runKubeletStart}
 
@@ -21,7 +21,7 @@ func runKubeletStart(ctx context.Context, e *Env, s *State) error {
 		}
 		return nil
 	}
-	if !s.Changed {
+	if !s.Changed() {
 		if _, err := e.Exec.Run(ctx, "systemctl", "is-active", "--quiet", "kubelet"); err == nil {
 			e.Logf("kubelet-start", "kubelet already running with this configuration; not restarted")
 			return nil

@@ -73,9 +73,6 @@ func runMarkControlPlane(ctx context.Context, e *Env, s *State) error {
 	if err != nil {
 		return operr.Wrap(operr.Other, err, "could not label and taint node "+name, "")
 	}
-	if !changed {
-		s.Unchanged()
-	}
 	if changed {
 		s.MarkChanged()
 	}

@@ -85,7 +85,7 @@ func Reset(ctx context.Context, e *Env, o ResetOptions, skip []string) (*ResetRe
 	}
 	s := &State{Journal: j, Reset: rs}
 	results, err := Run(ctx, e, s, ResetWorkflow, RunOptions{Skip: skip, KeepJournal: true})
-	r.Phases, r.Changed = results, s.Changed
+	r.Phases, r.Changed = results, s.Changed()
 	if r.Phases == nil {
 		r.Phases = []PhaseResult{}
 	}

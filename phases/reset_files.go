@@ -77,7 +77,7 @@ func runResetFiles(_ context.Context, e *Env, s *State) error {
 		}
 		s.MarkChanged()
 	}
-	if s.Changed {
+	if s.Changed() {
 		e.Logf("remove-files", "removed %d files; the node left the cluster", len(r.RemovedFiles))
 	} else {
 		e.Logf("remove-files", "nothing to reset: this node holds no join")

@@ -106,13 +106,12 @@ func Run(ctx context.Context, e *Env, s *State, workflow []Phase, o RunOptions) 
 			return results, operr.Wrap(operr.Other, err, "interrupted before phase "+p.Name, "run the same command again to finish the join")
 		}
 		start := e.Clock.Now()
-		s.unchanged = false
 		changesBefore := s.changes
 		err := p.Run(ctx, e, s)
 		res.Duration = e.Clock.Since(start)
 		res.Millis = res.Duration.Milliseconds()
 		res.Status = "ran"
-		if s.unchanged || (!p.ReadOnly && s.changes == changesBefore) {
+		if !p.ReadOnly && s.changes == changesBefore {
 			res.Status = "unchanged"
 		}
 		if err != nil {

@@ -103,8 +103,7 @@ type State struct {
 	BootstrapClient kubernetes.Interface
 
 	// Cluster configuration fetched with the bootstrap identity.
-	KubeletConfigYAML []byte
-	Cluster           *clusterconfig.ClusterConfiguration
+	Cluster *clusterconfig.ClusterConfiguration
 
 	// Control plane.
 	AdminClient  kubernetes.Interface
@@ -136,21 +135,16 @@ type State struct {
 
 	Warnings []string
 	Started  time.Time
-	// Changed is set once anything on the host or in the cluster was changed.
-	Changed bool
-	// unchanged marks the running phase as having found its work already done.
-	unchanged bool
-	changes   int
+	// changes counts the changes made to the host or the cluster: the one record of change
+	// (a phase that made none reports "unchanged").
+	changes int
 }
 
 // MarkChanged records a change to the host or the cluster.
-func (s *State) MarkChanged() {
-	s.Changed = true
-	s.changes++
-}
+func (s *State) MarkChanged() { s.changes++ }
 
-// Unchanged marks the running phase as having found its work already done.
-func (s *State) Unchanged() { s.unchanged = true }
+// Changed reports whether anything on the host or in the cluster was changed.
+func (s *State) Changed() bool { return s.changes > 0 }
 
 // Warn records a warning (printed and reported in JSON).
 func (s *State) Warn(e *Env, phase, format string, args ...any) {

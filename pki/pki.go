@@ -17,6 +17,9 @@ import (
 	"math/big"
 	"net"
 	"time"
+
+	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/keyutil"
 )
 
 // Backdate is how far before "now" certificates start, to tolerate small clock skew (kubeadm: 5m).
@@ -116,43 +119,24 @@ func EncodePublicKey(pub crypto.PublicKey) ([]byte, error) {
 	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), nil
 }
 
-// ParseKey parses a PEM private key (PKCS#1, SEC1 or PKCS#8).
+// ParseKey parses a PEM private key (PKCS#1, SEC1 or PKCS#8) that can sign.
 func ParseKey(data []byte) (crypto.Signer, error) {
-	for {
-		var b *pem.Block
-		b, data = pem.Decode(data)
-		if b == nil {
-			return nil, errors.New("no PEM private key found")
-		}
-		switch b.Type {
-		case "RSA PRIVATE KEY":
-			return x509.ParsePKCS1PrivateKey(b.Bytes)
-		case "EC PRIVATE KEY":
-			return x509.ParseECPrivateKey(b.Bytes)
-		case "PRIVATE KEY":
-			k, err := x509.ParsePKCS8PrivateKey(b.Bytes)
-			if err != nil {
-				return nil, err
-			}
-			s, ok := k.(crypto.Signer)
-			if !ok {
-				return nil, fmt.Errorf("unsupported PKCS#8 key %T", k)
-			}
-			return s, nil
-		}
+	k, err := keyutil.ParsePrivateKeyPEM(data)
+	if err != nil {
+		return nil, err
 	}
+	s, ok := k.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("unsupported private key %T", k)
+	}
+	return s, nil
 }
 
 // ParseCert parses the first PEM certificate in data.
 func ParseCert(data []byte) (*x509.Certificate, error) {
-	for {
-		var b *pem.Block
-		b, data = pem.Decode(data)
-		if b == nil {
-			return nil, errors.New("no PEM certificate found")
-		}
-		if b.Type == "CERTIFICATE" {
-			return x509.ParseCertificate(b.Bytes)
-		}
+	certs, err := certutil.ParseCertsPEM(data)
+	if err != nil {
+		return nil, err
 	}
+	return certs[0], nil
 }

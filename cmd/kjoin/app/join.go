@@ -169,7 +169,7 @@ func runJoin(cmd *cobra.Command, deps *Deps, o *JoinOptions) error {
 		}
 	}
 	report := JoinReport{
-		Changed: s.Changed, Node: s.Opts.NodeName, Role: "worker", Endpoint: s.Opts.Endpoint,
+		Changed: s.Changed(), Node: s.Opts.NodeName, Role: "worker", Endpoint: s.Opts.Endpoint,
 		ClientCertificate: s.ClientCertPath, CSR: s.CSRName, Ready: s.Ready, DryRun: s.Opts.DryRun,
 		RegisteredAfterMs: s.RegisteredAfter.Milliseconds(), ReadyAfterMs: s.ReadyAfter.Milliseconds(),
 		PlannedWrites: s.PlannedWrites, PlannedActions: s.PlannedAPI, Phases: results, Warnings: s.Warnings,
@@ -216,7 +216,7 @@ func printJoinSummary(w io.Writer, s *phases.State, r JoinReport) {
 		}
 		return
 	}
-	if !s.Changed {
+	if !s.Changed() {
 		fmt.Fprintf(w, "This node is already joined to the cluster as %q (%s); nothing changed.\n", r.Node, r.Role)
 		return
 	}
