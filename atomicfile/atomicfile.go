@@ -1,5 +1,6 @@
 // Package atomicfile writes files and symlinks atomically (temp file in the same directory,
-// fsync, rename), so a crash never leaves a half-written kubeconfig or key behind.
+// fsync, rename), so a crash never leaves a half-written kubeconfig or key behind. It knows
+// nothing of Kubernetes or of where the files live.
 package atomicfile
 
 import (

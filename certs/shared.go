@@ -1,6 +1,7 @@
 // Package certs handles a control-plane node's certificates the way kubeadm does: the shared
 // CAs and keys exchanged through the encrypted kube-system/kubeadm-certs Secret, the node's
-// own serving and client certificates, and the component kubeconfigs.
+// own serving and client certificates, and the component kubeconfigs. It returns contents;
+// the phases decide where they are written.
 package certs
 
 import (

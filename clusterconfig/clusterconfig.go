@@ -1,5 +1,6 @@
 // Package clusterconfig reads the cluster's kubeadm ClusterConfiguration
-// (kube-system/kubeadm-config, kubeadm.k8s.io/v1beta4) and applies kubeadm's defaults.
+// (kube-system/kubeadm-config, kubeadm.k8s.io/v1beta4) and applies kubeadm's defaults. It owns
+// that type, its defaults and the one read of it; it does not know what a join does with it.
 package clusterconfig
 
 import (

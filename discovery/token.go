@@ -1,6 +1,7 @@
 // Package discovery establishes trust in a cluster before joining it: token discovery
 // (anonymous cluster-info, detached JWS checked with the token, CA pinned by SPKI sha256,
-// pinned re-fetch) and file/https discovery, as kubeadm does, with precise errors.
+// pinned re-fetch) and file/https discovery, as kubeadm does, with precise errors. It never
+// sends a credential and knows nothing of the host: it writes no file.
 package discovery
 
 import (

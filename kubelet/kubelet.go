@@ -1,6 +1,7 @@
 // Package kubelet renders the kubelet's files the way kubeadm does (config.yaml from the
 // cluster's kubelet-config ConfigMap, instance-config.yaml, kubeadm-flags.env), so kubeadm
-// upgrade and reset keep working on a node joined by kjoin.
+// upgrade and reset keep working on a node joined by kjoin. It renders bytes only: it writes
+// no file and runs no command.
 package kubelet
 
 import (

@@ -1,6 +1,7 @@
 // Package manifests renders the static-pod manifests of a control-plane node (etcd,
 // kube-apiserver, kube-controller-manager, kube-scheduler) from the cluster's
-// ClusterConfiguration, equivalent to what kubeadm writes for the same node.
+// ClusterConfiguration, equivalent to what kubeadm writes for the same node. It renders bytes
+// only; the phases write them (and apply --patches).
 package manifests
 
 import (

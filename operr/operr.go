@@ -1,5 +1,6 @@
 // Package operr defines the errors kjoin shows operators: what failed, why, what to do next,
-// and a stable exit code that automation can branch on.
+// and a stable exit code that automation can branch on. It knows nothing of the command line:
+// the app package renders these errors, once.
 package operr
 
 import (

@@ -1,6 +1,7 @@
 // Package phases runs a join as an ordered list of small phases over a typed State, with
 // --skip-phases, single-phase runs, per-phase durations and "[phase] message" progress.
-// It knows nothing about the command line.
+// The reset workflow runs on the same runner. Every host path, client, clock, command and
+// output comes through Env. It knows nothing about the command line.
 package phases
 
 import (

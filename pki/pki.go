@@ -1,5 +1,6 @@
 // Package pki creates keys and certificates with kubeadm's subjects, usages and validity,
-// and encodes them the way Kubernetes components read them.
+// and encodes them the way Kubernetes components read them. It knows nothing of where the
+// files live or which cluster they are for.
 package pki
 
 import (

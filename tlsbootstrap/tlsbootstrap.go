@@ -1,7 +1,8 @@
 // Package tlsbootstrap obtains a kubelet client certificate the way the kubelet would, but
 // from the join tool: a local key, a CertificateSigningRequest authenticated with the
 // bootstrap token, and a precise account of what happened to it (approved, denied, failed,
-// or never signed).
+// or never signed), and verifies what the cluster issued. It writes no file: the phase
+// installs what it returns.
 package tlsbootstrap
 
 import (

@@ -1,5 +1,6 @@
 // Package token parses and represents bootstrap tokens ("abcdef.0123456789abcdef") in the
-// format kubeadm and the API server's bootstrap authenticator use.
+// format kubeadm and the API server's bootstrap authenticator use, and manages their Secrets
+// (create, list, delete). It knows nothing of joins; a token's String never shows its secret.
 package token
 
 import (
