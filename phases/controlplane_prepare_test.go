@@ -1,10 +1,12 @@
 package phases
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/pki"
 )
@@ -30,5 +32,44 @@ func TestUploadedCAMustBeThePinnedCA(t *testing.T) {
 	}
 	if err := sameCA([]byte("junk"), pinned); operr.CodeOf(err) != operr.Trust {
 		t.Errorf("junk: %v", err)
+	}
+}
+
+func TestControlPlanePrepareRefusals(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		edit func(c *cpHost, o *Options)
+		code operr.Code
+		want string
+	}{
+		{"wrong certificate key", func(c *cpHost, o *Options) {
+			o.CertificateKey = strings.Repeat("ab", 32)
+		}, operr.Auth, "does not match the uploaded certificates"},
+		{"no controlPlaneEndpoint", func(c *cpHost, o *Options) {
+			cm, _ := c.client.CoreV1().ConfigMaps("kube-system").Get(context.Background(), "kubeadm-config", metav1.GetOptions{})
+			cm.Data["ClusterConfiguration"] = strings.Replace(cm.Data["ClusterConfiguration"], "controlPlaneEndpoint: control-plane.lab:6443\n", "", 1)
+			_, _ = c.client.CoreV1().ConfigMaps("kube-system").Update(context.Background(), cm, metav1.UpdateOptions{})
+		}, operr.Preflight, "no controlPlaneEndpoint"},
+		{"no kubeadm-config", func(c *cpHost, o *Options) {
+			_ = c.client.CoreV1().ConfigMaps("kube-system").Delete(context.Background(), "kubeadm-config", metav1.DeleteOptions{})
+		}, operr.Other, "no kube-system/kubeadm-config"},
+		{"certificates expired from the cluster", func(c *cpHost, o *Options) {
+			_ = c.client.CoreV1().Secrets("kube-system").Delete(context.Background(), "kubeadm-certs", metav1.DeleteOptions{})
+		}, operr.Auth, "expire 2 hours after upload"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := newCPHost(t)
+			o := c.options(t)
+			tc.edit(c, &o)
+			_, err := Run(context.Background(), c.env, &State{Opts: o}, Join, RunOptions{})
+			if operr.CodeOf(err) != tc.code || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v (code %d), want code %d with %q", err, operr.CodeOf(err), tc.code, tc.want)
+			}
+			if len(c.etcd.added) != 0 {
+				t.Error("etcd was changed by a refused join")
+			}
+		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"kjoin.dev/kjoin/operr"
 )
 
@@ -145,4 +146,75 @@ func TestResetPhasesAndSkip(t *testing.T) {
 	if _, err := Reset(context.Background(), h.env, ResetOptions{}, []string{"no-such-phase"}); operr.CodeOf(err) != operr.Usage {
 		t.Errorf("unknown phase: %v", err)
 	}
+}
+
+func TestResetUndoesAWorkerJoinAndIsIdempotent(t *testing.T) {
+	t.Parallel()
+	h := newTestHost(t)
+	if _, err := Run(context.Background(), h.env, &State{Opts: h.options(t)}, Join, RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	unrelated := h.env.Paths.Of("/etc/kubernetes/unrelated.conf")
+	_ = os.WriteFile(unrelated, []byte("x"), 0o600)
+	rep, err := Reset(context.Background(), h.env, ResetOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Changed || !rep.KubeletStopped || rep.Node != "w1" || rep.Role != "worker" {
+		t.Errorf("report %+v", rep)
+	}
+	for _, p := range []string{KubeletKubeconfig, CACertPath, KubeletConfigPath, KubeletFlagsPath, KubeletInstancePath, KubeletClientCurrent, JournalPath} {
+		if _, err := os.Lstat(h.env.Paths.Of(p)); err == nil {
+			t.Errorf("%s survived reset", p)
+		}
+	}
+	if _, err := os.Stat(unrelated); err != nil {
+		t.Error("reset removed a file the join did not write")
+	}
+	h.runner.active = false
+	rep, err = Reset(context.Background(), h.env, ResetOptions{}, nil)
+	if err != nil || rep.Changed {
+		t.Errorf("second reset: %+v %v", rep, err)
+	}
+	// And the node can join again (once its old Node is gone or no longer Ready, kubeadm's rule).
+	_ = h.client.CoreV1().Nodes().Delete(context.Background(), "w1", metav1.DeleteOptions{})
+	if _, err := Run(context.Background(), h.env, &State{Opts: h.options(t)}, Join, RunOptions{}); err != nil {
+		t.Fatalf("join after reset: %v", err)
+	}
+}
+
+func TestResetMarksOrDeletesTheNode(t *testing.T) {
+	t.Parallel()
+	joined := func(t *testing.T) *testHost {
+		h := newTestHost(t)
+		if _, err := Run(context.Background(), h.env, &State{Opts: h.options(t)}, Join, RunOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	t.Run("mark", func(t *testing.T) {
+		h := joined(t)
+		rep, err := Reset(context.Background(), h.env, ResetOptions{}, nil)
+		if err != nil || rep.NodeDeleted {
+			t.Fatalf("%+v %v", rep, err)
+		}
+		n, err := h.client.CoreV1().Nodes().Get(context.Background(), "w1", metav1.GetOptions{})
+		if err != nil || ready(n) || n.Status.Conditions[0].Reason != "KjoinReset" {
+			t.Errorf("node after reset: %+v %v", n.Status.Conditions, err)
+		}
+	})
+	t.Run("delete", func(t *testing.T) {
+		h := joined(t)
+		if _, err := Reset(context.Background(), h.env, ResetOptions{DeleteNode: true}, nil); operr.CodeOf(err) != operr.Usage || !strings.Contains(err.Error(), "needs admin credentials") {
+			t.Fatalf("without admin.conf: %v", err)
+		}
+		writeHost(t, h.env, AdminKubeconfig, "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: 'https://cp.example:6443'}\nusers:\n- name: u\n  user: {token: admin}\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\ncurrent-context: x\n", 0o600)
+		rep, err := Reset(context.Background(), h.env, ResetOptions{DeleteNode: true}, nil)
+		if err != nil || !rep.NodeDeleted {
+			t.Fatalf("%+v %v", rep, err)
+		}
+		if _, err := h.client.CoreV1().Nodes().Get(context.Background(), "w1", metav1.GetOptions{}); err == nil {
+			t.Error("the Node survived --delete-node")
+		}
+	})
 }

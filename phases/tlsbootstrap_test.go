@@ -164,3 +164,15 @@ func TestResumedCSRMustMatchKeptKey(t *testing.T) {
 		t.Errorf("resumed CSR %q; output:\n%s", s.CSRName, h.out)
 	}
 }
+
+func TestJoinRefusesNameOfReadyNode(t *testing.T) {
+	t.Parallel()
+	ready := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "w1"}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	h := newTestHost(t, ready)
+	s := &State{Opts: h.options(t)}
+	_, err := Run(context.Background(), h.env, s, Join, RunOptions{})
+	if operr.CodeOf(err) != operr.Preflight || !strings.Contains(err.Error(), `"w1" is already registered and Ready`) || !strings.Contains(operr.HintOf(err), "kubectl delete node w1") {
+		t.Fatalf("got %v (hint %q)", err, operr.HintOf(err))
+	}
+	assertNothingWritten(t, h)
+}

@@ -1,0 +1,137 @@
+package phases
+
+import (
+	"context"
+	"os"
+	"path"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"kjoin.dev/kjoin/operr"
+)
+
+func TestControlPlaneJoin(t *testing.T) {
+	t.Parallel()
+	c := newCPHost(t)
+	s := &State{Opts: c.options(t)}
+	results, err := Run(context.Background(), c.env, s, Join, RunOptions{})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, c.out)
+	}
+	for _, r := range results {
+		if r.Status == "skipped" || r.Status == "failed" {
+			t.Errorf("phase %s %s (%s)", r.Name, r.Status, r.Reason)
+		}
+	}
+	modes := map[string]os.FileMode{
+		"/etc/kubernetes/pki/ca.crt": 0o644, "/etc/kubernetes/pki/ca.key": 0o600, "/etc/kubernetes/pki/sa.pub": 0o644, "/etc/kubernetes/pki/sa.key": 0o600,
+		"/etc/kubernetes/pki/etcd/ca.key": 0o600, "/etc/kubernetes/pki/apiserver.crt": 0o644, "/etc/kubernetes/pki/apiserver.key": 0o600,
+		"/etc/kubernetes/pki/etcd/healthcheck-client.crt": 0o644, "/etc/kubernetes/admin.conf": 0o600, "/etc/kubernetes/scheduler.conf": 0o600,
+		"/etc/kubernetes/controller-manager.conf": 0o600, "/etc/kubernetes/manifests/etcd.yaml": 0o600, "/etc/kubernetes/manifests/kube-apiserver.yaml": 0o600,
+		"/etc/kubernetes/manifests/kube-controller-manager.yaml": 0o600, "/etc/kubernetes/manifests/kube-scheduler.yaml": 0o600,
+	}
+	for p, mode := range modes {
+		st, err := os.Stat(c.env.Paths.Of(p))
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+		} else if st.Mode().Perm() != mode {
+			t.Errorf("%s: mode %04o, want %04o", p, st.Mode().Perm(), mode)
+		}
+	}
+	// etcd: one learner added, then promoted, under the join lock.
+	if len(c.etcd.added) != 1 || len(c.etcd.promoted) != 1 || c.etcd.added[0] != c.etcd.promoted[0] || s.EtcdMemberID != c.etcd.added[0] {
+		t.Errorf("etcd: added %x promoted %x state %x", c.etcd.added, c.etcd.promoted, s.EtcdMemberID)
+	}
+	if c.etcd.locks != 1 || c.etcd.unlocks != 1 {
+		t.Errorf("join lock taken %d, released %d times", c.etcd.locks, c.etcd.unlocks)
+	}
+	manifest, _ := c.env.ReadFile(path.Join(ManifestsDir, "etcd.yaml"))
+	for _, flag := range []string{"--initial-cluster=cp1=https://10.0.0.11:2380,cp2=https://10.0.0.12:2380", "--initial-cluster-state=existing", "--data-dir=/var/lib/etcd"} {
+		if !hasFlag(manifest, flag) {
+			t.Errorf("etcd.yaml lacks %s:\n%s", flag, manifest)
+		}
+	}
+	node, err := c.client.CoreV1().Nodes().Get(context.Background(), "cp2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := node.Labels[LabelControlPlane]; !ok || len(node.Spec.Taints) != 1 || node.Spec.Taints[0].Key != LabelControlPlane {
+		t.Errorf("node labels %v taints %v", node.Labels, node.Spec.Taints)
+	}
+	j, _ := LoadJournal(c.env)
+	if j.Role != "control-plane" || j.EtcdMemberID != s.EtcdMemberID {
+		t.Errorf("journal %+v", j)
+	}
+}
+
+func TestControlPlaneRerunAddsNoMember(t *testing.T) {
+	t.Parallel()
+	c := newCPHost(t)
+	if _, err := Run(context.Background(), c.env, &State{Opts: c.options(t)}, Join, RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.env.PortInUse = func(int) bool { return true }
+	s := &State{Opts: c.options(t)}
+	if _, err := Run(context.Background(), c.env, s, Join, RunOptions{}); err != nil {
+		t.Fatalf("re-run: %v\n%s", err, c.out)
+	}
+	if len(c.etcd.added) != 1 || len(c.etcd.promoted) != 1 {
+		t.Errorf("re-run changed etcd: added %x promoted %x", c.etcd.added, c.etcd.promoted)
+	}
+	if s.Changed() {
+		t.Error("re-run reports changed")
+	}
+}
+
+// A learner left by an interrupted run is promoted, not added again.
+func TestEtcdJoinResumesItsLearner(t *testing.T) {
+	t.Parallel()
+	c := newCPHost(t)
+	if _, err := c.etcd.MemberAddAsLearner(context.Background(), []string{"https://10.0.0.12:2380"}); err != nil {
+		t.Fatal(err)
+	}
+	s := &State{Opts: c.options(t)}
+	if _, err := Run(context.Background(), c.env, s, Join, RunOptions{}); err != nil {
+		t.Fatalf("%v\n%s", err, c.out)
+	}
+	if len(c.etcd.added) != 1 || len(c.etcd.promoted) != 1 || s.EtcdMemberID != c.etcd.added[0] {
+		t.Errorf("added %x promoted %x member %x", c.etcd.added, c.etcd.promoted, s.EtcdMemberID)
+	}
+}
+
+// Another joiner holds the lock past the timeout: busy (exit 7), retryable, nothing added.
+func TestEtcdJoinLockContentionIsBusy(t *testing.T) {
+	t.Parallel()
+	c := newCPHost(t)
+	c.etcd.lockHeld = true
+	o := c.options(t)
+	o.Timeouts.EtcdAPICall = 200 * time.Millisecond
+	_, err := Run(context.Background(), c.env, &State{Opts: o}, Join, RunOptions{})
+	if operr.CodeOf(err) != operr.Busy || !strings.Contains(err.Error(), "etcd join lock") {
+		t.Fatalf("got %v, want busy", err)
+	}
+	if e, _ := operr.As(err); !e.Retryable {
+		t.Error("busy is not marked retryable")
+	}
+	if len(c.etcd.added) != 0 {
+		t.Errorf("a member was added without the lock: %x", c.etcd.added)
+	}
+}
+
+// A learner that never catches up: the join fails and removes the learner it added.
+func TestEtcdJoinRemovesItsLearnerOnFailure(t *testing.T) {
+	t.Parallel()
+	c := newCPHost(t)
+	c.etcd.promoteRefusals = -1
+	o := c.options(t)
+	o.Timeouts.EtcdAPICall = 300 * time.Millisecond
+	_, err := Run(context.Background(), c.env, &State{Opts: o}, Join, RunOptions{})
+	if operr.CodeOf(err) != operr.Timeout || !strings.Contains(err.Error(), "did not catch up") {
+		t.Fatalf("got %v", err)
+	}
+	if len(c.etcd.added) != 1 || len(c.etcd.removed) != 1 || c.etcd.removed[0] != c.etcd.added[0] {
+		t.Errorf("added %x removed %x: the failed join must remove its own learner", c.etcd.added, c.etcd.removed)
+	}
+}

@@ -1,0 +1,54 @@
+package phases
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kjoin.dev/kjoin/operr"
+)
+
+func TestKubeletConfigAppliesOnlyKubeletPatches(t *testing.T) {
+	t.Parallel()
+	h := newTestHost(t)
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"kubeletconfiguration+merge.yaml": "maxPods: 42\n",
+		"kube-apiserver.yaml":             "metadata:\n  labels: {x: y}\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := h.options(t)
+	o.PatchesDir = dir
+	o.Taints, o.TaintsSet = []Taint{{Key: "dedicated", Value: "gpu", Effect: "NoSchedule"}}, true
+	s := &State{Opts: o, BootstrapClient: h.client}
+	if err := KubeletConfig.Run(context.Background(), h.env, s); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := h.env.ReadFile(KubeletConfigPath)
+	if !strings.Contains(string(cfg), "maxPods: 42") || strings.Contains(string(cfg), "labels") {
+		t.Errorf("config.yaml:\n%s", cfg)
+	}
+	flags, _ := h.env.ReadFile(KubeletFlagsPath)
+	if !strings.Contains(string(flags), "--register-with-taints=dedicated=gpu:NoSchedule") {
+		t.Errorf("kubeadm-flags.env: %s", flags)
+	}
+}
+
+func TestKubeletConfigNeedsTheClustersConfigMap(t *testing.T) {
+	t.Parallel()
+	h := newTestHost(t)
+	_ = h.client.CoreV1().ConfigMaps("kube-system").Delete(context.Background(), "kubelet-config", metav1.DeleteOptions{})
+	s := &State{Opts: h.options(t), BootstrapClient: h.client}
+	err := KubeletConfig.Run(context.Background(), h.env, s)
+	if operr.CodeOf(err) != operr.Other || !strings.Contains(err.Error(), "no kube-system/kubelet-config") || !strings.Contains(operr.HintOf(err), "upload-config kubelet") {
+		t.Fatalf("got %v", err)
+	}
+	assertNothingWritten(t, h)
+}

@@ -1,0 +1,62 @@
+package phases
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"kjoin.dev/kjoin/operr"
+)
+
+// Reset of a control plane: refused when removing its member would cost etcd its quorum,
+// allowed with --force; with a healthy peer the member goes and so does its data.
+func TestResetControlPlaneQuorum(t *testing.T) {
+	t.Parallel()
+	join := func(t *testing.T) *cpHost {
+		c := newCPHost(t)
+		if _, err := Run(context.Background(), c.env, &State{Opts: c.options(t)}, Join, RunOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		writeHost(t, c.env, "/var/lib/etcd/member/snap/db", "data", 0o600)
+		return c
+	}
+	t.Run("peer unhealthy: refused", func(t *testing.T) {
+		t.Parallel()
+		c := join(t)
+		c.etcd.unhealthy["https://10.0.0.11:2379"] = true
+		_, err := Reset(context.Background(), c.env, ResetOptions{}, nil)
+		if operr.CodeOf(err) != operr.Preflight || !strings.Contains(err.Error(), "lose quorum") {
+			t.Fatalf("got %v", err)
+		}
+		if c.etcd.member("https://10.0.0.12:2380") == nil || !c.env.Exists("/var/lib/etcd/member/snap/db") || !c.env.Exists("/etc/kubernetes/manifests/etcd.yaml") {
+			t.Error("a refused reset removed the member, its data or its manifest")
+		}
+		rep, err := Reset(context.Background(), c.env, ResetOptions{Force: true}, nil)
+		if err != nil || rep.EtcdMemberRemoved == "" || c.etcd.member("https://10.0.0.12:2380") != nil {
+			t.Fatalf("--force: %+v %v", rep, err)
+		}
+	})
+	t.Run("peer healthy: removed", func(t *testing.T) {
+		t.Parallel()
+		c := join(t)
+		rep, err := Reset(context.Background(), c.env, ResetOptions{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.etcd.member("https://10.0.0.12:2380") != nil || rep.EtcdMemberRemoved == "" || rep.Role != "control-plane" {
+			t.Errorf("report %+v", rep)
+		}
+		if c.env.Exists("/var/lib/etcd/member") || c.env.Exists("/etc/kubernetes/manifests/etcd.yaml") || c.env.Exists("/etc/kubernetes/pki/ca.key") {
+			t.Error("reset left etcd data, a manifest or a key behind")
+		}
+	})
+	t.Run("last member: refused", func(t *testing.T) {
+		t.Parallel()
+		c := join(t)
+		_, _ = c.etcd.MemberRemove(context.Background(), 1)
+		_, err := Reset(context.Background(), c.env, ResetOptions{}, nil)
+		if operr.CodeOf(err) != operr.Preflight || !strings.Contains(err.Error(), "last etcd member") {
+			t.Fatalf("got %v", err)
+		}
+	})
+}
