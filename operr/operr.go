@@ -21,6 +21,7 @@ const (
 	Auth      Code = 5 // token / authentication / authorization
 	Timeout   Code = 6
 	Busy      Code = 7 // retryable: another joiner holds the lock, the cluster is busy
+	Verify    Code = 8 // kjoin verify: a check failed; kjoin diagnose: the node is not healthy
 )
 
 // Reason returns the short machine name of a code, used in JSON output.
@@ -40,6 +41,8 @@ func (c Code) Reason() string {
 		return "timeout"
 	case Busy:
 		return "busy"
+	case Verify:
+		return "verify"
 	}
 	return "other"
 }

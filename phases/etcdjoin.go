@@ -121,10 +121,10 @@ func etcdEndpoints(ctx context.Context, e *Env, s *State) ([]string, error) {
 	return eps, nil
 }
 
-func etcdTLS(e *Env, s *State) (*tls.Config, error) { return etcdTLSFrom(e, s.Cluster.CertificatesDir) }
+func etcdTLS(e *Env, s *State) (*tls.Config, error) { return EtcdClientTLS(e, s.Cluster.CertificatesDir) }
 
-// etcdTLSFrom is the etcd client TLS of this node: etcd CA and healthcheck-client certificate.
-func etcdTLSFrom(e *Env, certificatesDir string) (*tls.Config, error) {
+// EtcdClientTLS is the etcd client TLS of this node: etcd CA and healthcheck-client certificate.
+func EtcdClientTLS(e *Env, certificatesDir string) (*tls.Config, error) {
 	dir := path.Join(certificatesDir, "etcd")
 	ca, err := e.ReadFile(path.Join(dir, "ca.crt"))
 	if err != nil {

@@ -70,7 +70,7 @@ func Reset(ctx context.Context, e *Env, o ResetOptions, skip []string) (*ResetRe
 	}
 	r.Node = j.Node
 	if r.Node == "" {
-		r.Node = nodeNameFromCert(e)
+		r.Node = NodeNameFromCert(e)
 	}
 	rs := &ResetState{Opts: o, Report: r, EtcdDataMayGo: o.Force, APIServerPort: 6443}
 	rs.EtcdManifest, _ = e.ReadFile(path.Join(ManifestsDir, "etcd.yaml"))
@@ -157,7 +157,8 @@ func confined(e *Env, p string, allowed []string) (string, error) {
 	return clean, nil
 }
 
-func nodeNameFromCert(e *Env) string {
+// NodeNameFromCert is the node name in the kubelet's current client certificate ("" if none).
+func NodeNameFromCert(e *Env) string {
 	b, err := e.ReadFile(KubeletClientCurrent)
 	if err != nil {
 		return ""

@@ -49,7 +49,7 @@ func removeEtcdMember(ctx context.Context, e *Env, manifest []byte, force bool, 
 	if peerURL == "" {
 		return "", true, nil
 	}
-	tlsCfg, err := etcdTLSFrom(e, etcdCertificatesDir(flags))
+	tlsCfg, err := EtcdClientTLS(e, etcdCertificatesDir(flags))
 	if err != nil {
 		if force {
 			warn("cannot read this node's etcd client certificate (%v); its etcd member was not removed (--force)", err)

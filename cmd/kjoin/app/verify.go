@@ -1,0 +1,200 @@
+package app
+
+import (
+	"context"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"kjoin.dev/kjoin/etcd"
+	"kjoin.dev/kjoin/operr"
+	"kjoin.dev/kjoin/phases"
+	"kjoin.dev/kjoin/verify"
+)
+
+// VerifyOptions are the flags and arguments of kjoin verify.
+type VerifyOptions struct {
+	Nodes      []string
+	Kubeconfig string
+	Output     string
+	Timeout    time.Duration
+	Root       string
+}
+
+// NewCmdVerify builds kjoin verify.
+func NewCmdVerify(deps *Deps) *cobra.Command {
+	o := &VerifyOptions{}
+	cmd := &cobra.Command{
+		Use:   "verify [NODE...]",
+		Short: "Verify joined nodes: Ready, Lease renewing, pod CIDR, CSRs; etcd member, static pods and /livez for control planes",
+		Long: `Verify nodes after a join, from the cluster's side. For each node (default: every node):
+registered, Ready, no not-ready/unreachable taint, its Lease held by it and renewing, a pod CIDR
+where the cluster allocates them, no CSR of the node pending. For control planes also: a started,
+voting etcd member, as many etcd members as control-plane nodes, every member healthy, the
+etcd/kube-apiserver/kube-controller-manager/kube-scheduler pods running and ready, and the node's
+API server answering /livez over TLS verified by the cluster CA.
+
+Run it with an admin kubeconfig (default /etc/kubernetes/admin.conf; etcd checks need the etcd
+client certificate of a control plane), or on a joined worker, where it uses the node's own
+kubelet.conf and checks that node. Exit 0 when every check passes, 8 when one fails.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Nodes = args
+			return runVerify(cmd.Context(), deps, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig (default: /etc/kubernetes/admin.conf, else the node's kubelet.conf)")
+	f.StringVarP(&o.Output, "output", "o", "text", "output format: text or json")
+	f.DurationVar(&o.Timeout, "timeout", time.Minute, "how long verification may take")
+	f.StringVar(&o.Root, "root", "/", "host root directory (for tests)")
+	_ = f.MarkHidden("root")
+	return cmd
+}
+
+func runVerify(ctx context.Context, deps *Deps, o *VerifyOptions) error {
+	if err := checkOutput(o.Output, "text", "json"); err != nil {
+		return err
+	}
+	if o.Timeout <= 0 {
+		return usage("--timeout must be above zero, not %s", o.Timeout)
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	env := deps.NewEnv(o.Root, 0)
+	client, cfg, nodes, err := verifyClient(env, o)
+	if err != nil {
+		return err
+	}
+	opts := verify.Options{Client: client, Nodes: nodes, HTTP: env.HTTPClient, Clock: env.Clock}
+	if cas, err := x509CertPool(cfg); err == nil {
+		opts.CA = cas
+	}
+	if tlsCfg, err := phases.EtcdClientTLS(env, phases.PKIDir); err == nil {
+		opts.Etcd = func(eps []string) (etcd.Conn, error) { return env.DialEtcd(eps, tlsCfg) }
+	}
+	rep, err := verify.Run(ctx, opts)
+	if err != nil {
+		return operr.Wrap(operr.Other, err, "cannot read the cluster", "check the kubeconfig and that the API server answers")
+	}
+	var failure error
+	if rep.Failed > 0 {
+		failure = operr.Newf(operr.Verify, "%d check(s) failed", rep.Failed).
+			WithHint("on a NotReady node, kjoin diagnose says why")
+	}
+	if o.Output == "json" {
+		out := struct {
+			*verify.Report
+			Error *ErrorJSON `json:"error,omitempty"`
+		}{rep, NewErrorJSON(failure)}
+		if err := printObject(deps.Out, "json", out); err != nil {
+			return err
+		}
+		if failure != nil {
+			return &reportedError{code: operr.Verify, err: failure}
+		}
+		return nil
+	}
+	printChecks(deps.Out, rep.Checks)
+	if failure != nil {
+		return failure
+	}
+	fmt.Fprintf(deps.Out, "verified: %d node(s), %d check(s) passed, %d warning(s)\n", len(rep.Nodes), len(rep.Checks)-rep.Warned, rep.Warned)
+	return nil
+}
+
+// verifyClient picks the credentials: --kubeconfig, admin.conf, else the node's kubelet.conf
+// (then only this node is verified).
+func verifyClient(env *phases.Env, o *VerifyOptions) (kubernetes.Interface, *rest.Config, []string, error) {
+	path, nodes := o.Kubeconfig, o.Nodes
+	if path == "" {
+		path = phases.AdminKubeconfig
+		if !env.Exists(path) && env.Exists(phases.KubeletKubeconfig) {
+			path = phases.KubeletKubeconfig
+			if len(nodes) == 0 {
+				if name := phases.NodeNameFromCert(env); name != "" {
+					nodes = []string{name}
+				}
+			}
+		}
+	}
+	client, cfg, err := env.ClientFromKubeconfig(path)
+	if err != nil {
+		return nil, nil, nil, operr.Wrap(operr.Usage, err, "cannot use the kubeconfig "+path, "pass --kubeconfig with an admin kubeconfig, or run on a joined node")
+	}
+	return client, cfg, nodes, nil
+}
+
+func x509CertPool(cfg *rest.Config) (*x509.CertPool, error) {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(cfg.TLSClientConfig.CAData) {
+		return nil, fmt.Errorf("no CA data in the kubeconfig")
+	}
+	return pool, nil
+}
+
+func printChecks(w io.Writer, checks []verify.Check) {
+	fmt.Fprintf(w, "%-5s %-10s %-22s %s\n", "", "NODE", "CHECK", "RESULT")
+	for _, c := range checks {
+		line := c.Summary
+		if c.Evidence != "" {
+			line += " (" + c.Evidence + ")"
+		}
+		node := c.Node
+		if node == "" {
+			node = "-"
+		}
+		fmt.Fprintf(w, "%-5s %-10s %-22s %s\n", strings.ToUpper(string(c.Status)), node, c.ID, line)
+	}
+}
+
+// NodesOptions are the flags of kjoin nodes.
+type NodesOptions struct{ AdminOptions }
+
+// NewCmdNodes builds kjoin nodes.
+func NewCmdNodes(deps *Deps) *cobra.Command {
+	o := &NodesOptions{}
+	cmd := &cobra.Command{
+		Use: "nodes", Short: "The cluster's node map: role, Ready, Lease age, IP, zone, versions, joined at, pod CIDR, taints", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runNodes(cmd.Context(), deps, o) },
+	}
+	bindAdminFlags(cmd, &o.AdminOptions, "text, json or yaml")
+	return cmd
+}
+
+func runNodes(ctx context.Context, deps *Deps, o *NodesOptions) error {
+	if err := checkOutput(o.Output, "text", "json", "yaml"); err != nil {
+		return err
+	}
+	ac, err := newAdminClient(deps, &o.AdminOptions)
+	if err != nil {
+		return err
+	}
+	rows, err := verify.NodeMap(ctx, ac.client, deps.NewEnv(o.Root, 0).Clock)
+	if err != nil {
+		return apiError(err, "list", "nodes")
+	}
+	if o.Output != "text" {
+		return printObject(deps.Out, o.Output, rows)
+	}
+	fmt.Fprintf(deps.Out, "%-12s %-13s %-7s %-8s %-15s %-10s %-14s %-9s %-22s %-20s %-16s %s\n",
+		"NAME", "ROLE", "READY", "LEASE", "INTERNAL-IP", "ZONE", "INSTANCE-TYPE", "KUBELET", "RUNTIME", "JOINED", "POD-CIDR", "TAINTS")
+	for _, r := range rows {
+		fmt.Fprintf(deps.Out, "%-12s %-13s %-7s %-8s %-15s %-10s %-14s %-9s %-22s %-20s %-16s %s\n",
+			r.Name, r.Role, r.Ready, r.LeaseAge, dash(r.InternalIP), dash(r.Zone), dash(r.InstanceType), dash(r.KubeletVersion), dash(r.Runtime),
+			r.JoinedAt.Format(time.RFC3339), dash(r.PodCIDR), dash(strings.Join(r.Taints, ",")))
+	}
+	return nil
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

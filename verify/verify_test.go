@@ -1,0 +1,269 @@
+package verify
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	certificatesv1 "k8s.io/api/certificates/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+
+	"kjoin.dev/kjoin/etcd"
+)
+
+var now = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+
+type fixedClock struct{ t time.Time }
+
+func (c *fixedClock) Now() time.Time                  { return c.t }
+func (c *fixedClock) Since(t time.Time) time.Duration { return c.t.Sub(t) }
+func (c *fixedClock) After(d time.Duration) <-chan time.Time {
+	c.t = c.t.Add(d)
+	ch := make(chan time.Time, 1)
+	ch <- c.t
+	return ch
+}
+
+func node(name string, ready corev1.ConditionStatus, cp bool) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}, CreationTimestamp: metav1.NewTime(now.Add(-time.Hour))},
+		Spec:   corev1.NodeSpec{PodCIDR: "10.244.1.0/24"},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready, Reason: "KubeletReady"}}}}
+	if cp {
+		n.Labels[labelControlPlane] = ""
+	}
+	return n
+}
+
+func lease(name string, age time.Duration) *coordinationv1.Lease {
+	t := metav1.NewMicroTime(now.Add(-age))
+	return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-node-lease"}, Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name), RenewTime: &t}}
+}
+
+func staticPods(nodeName, apiEndpoint string) []runtime.Object {
+	var out []runtime.Object
+	for _, c := range Components {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: c + "-" + nodeName, Namespace: "kube-system", Labels: map[string]string{"component": c, "tier": "control-plane"}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
+		switch c {
+		case "etcd":
+			p.Annotations = map[string]string{"kubeadm.kubernetes.io/etcd.advertise-client-urls": "https://10.0.0.11:2379"}
+		case "kube-apiserver":
+			p.Annotations = map[string]string{"kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint": apiEndpoint}
+		case "kube-controller-manager":
+			p.Spec.Containers = []corev1.Container{{Name: c, Command: []string{c, "--allocate-node-cidrs=true"}}}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+type fakeEtcd struct {
+	members   []*etcdserverpb.Member
+	unhealthy string
+}
+
+func (f *fakeEtcd) MemberList(context.Context, ...clientv3.OpOption) (*clientv3.MemberListResponse, error) {
+	return &clientv3.MemberListResponse{Members: f.members}, nil
+}
+func (f *fakeEtcd) MemberAddAsLearner(context.Context, []string) (*clientv3.MemberAddResponse, error) {
+	return nil, errors.New("read only")
+}
+func (f *fakeEtcd) MemberPromote(context.Context, uint64) (*clientv3.MemberPromoteResponse, error) {
+	return nil, errors.New("read only")
+}
+func (f *fakeEtcd) MemberRemove(context.Context, uint64) (*clientv3.MemberRemoveResponse, error) {
+	return nil, errors.New("read only")
+}
+func (f *fakeEtcd) Status(_ context.Context, ep string) (*clientv3.StatusResponse, error) {
+	if ep == f.unhealthy {
+		return nil, errors.New("connection refused")
+	}
+	return &clientv3.StatusResponse{}, nil
+}
+func (f *fakeEtcd) NewLock(int) (etcd.Locker, error) { return nil, errors.New("read only") }
+func (f *fakeEtcd) Close() error                     { return nil }
+
+func byID(r *Report, node, id string) Check {
+	for _, c := range r.Checks {
+		if c.ID == id && c.Node == node {
+			return c
+		}
+	}
+	return Check{Status: "missing"}
+}
+
+// cluster: cp1 (control plane, healthy API server over TLS) and w1 (worker).
+func cluster(t *testing.T, objs ...runtime.Object) (Options, *fakeEtcd, *httptest.Server) {
+	t.Helper()
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/livez" {
+			_, _ = w.Write([]byte("ok"))
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	base := []runtime.Object{node("cp1", corev1.ConditionTrue, true), lease("cp1", 3*time.Second), node("w1", corev1.ConditionTrue, false), lease("w1", 5*time.Second)}
+	base = append(base, staticPods("cp1", strings.TrimPrefix(srv.URL, "https://"))...)
+	e := &fakeEtcd{members: []*etcdserverpb.Member{{ID: 1, Name: "cp1", PeerURLs: []string{"https://10.0.0.11:2380"}, ClientURLs: []string{"https://10.0.0.11:2379"}}}}
+	o := Options{
+		Client: fake.NewClientset(append(base, objs...)...),
+		Etcd:   func([]string) (etcd.Conn, error) { return e, nil },
+		HTTP:   func(roots *x509.CertPool) *http.Client { return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}} },
+		CA:     pool, Clock: &fixedClock{t: now},
+	}
+	return o, e, srv
+}
+
+func TestHealthyClusterPasses(t *testing.T) {
+	o, _, _ := cluster(t)
+	r, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Failed != 0 || r.Warned != 0 {
+		t.Errorf("failed %d warned %d: %+v", r.Failed, r.Warned, r.Checks)
+	}
+	for _, id := range []string{"node.ready", "node.lease", "node.podcidr", "node.csr", "etcd.member", "pod.kube-apiserver", "apiserver.livez"} {
+		if c := byID(r, "cp1", id); c.Status != Pass {
+			t.Errorf("cp1 %s: %+v", id, c)
+		}
+	}
+	if c := byID(r, "", "etcd.count"); c.Status != Pass {
+		t.Errorf("etcd.count: %+v", c)
+	}
+}
+
+func TestFaultsAreNamed(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(o *Options, e *fakeEtcd)
+		objs  []runtime.Object
+		node  string
+		id    string
+		want  string
+	}{
+		{name: "not ready", node: "w2", id: "node.ready", want: "not Ready",
+			objs: []runtime.Object{node("w2", corev1.ConditionUnknown, false), lease("w2", time.Second)}},
+		{name: "unreachable taint", node: "w2", id: "node.taints", want: "unreachable",
+			objs: []runtime.Object{func() *corev1.Node {
+				n := node("w2", corev1.ConditionTrue, false)
+				n.Spec.Taints = []corev1.Taint{{Key: taintUnreachable, Effect: corev1.TaintEffectNoExecute}}
+				return n
+			}(), lease("w2", time.Second)}},
+		{name: "lease not renewing", node: "w2", id: "node.lease", want: "not renewing",
+			objs: []runtime.Object{node("w2", corev1.ConditionTrue, false), lease("w2", 2*time.Minute)}},
+		{name: "no lease", node: "w2", id: "node.lease", want: "no Lease",
+			objs: []runtime.Object{node("w2", corev1.ConditionTrue, false)}},
+		{name: "no pod CIDR", node: "w2", id: "node.podcidr", want: "no pod CIDR",
+			objs: []runtime.Object{func() *corev1.Node { n := node("w2", corev1.ConditionTrue, false); n.Spec.PodCIDR = ""; return n }(), lease("w2", time.Second)}},
+		{name: "pending CSR", node: "w1", id: "node.csr", want: "kjoin-w1-abc",
+			objs: []runtime.Object{&certificatesv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: "kjoin-w1-abc"}}}},
+		{name: "not registered", node: "w9", id: "node.registered", want: "no Node"},
+		{name: "etcd member missing", node: "cp2", id: "etcd.member", want: "no started etcd member",
+			objs: append([]runtime.Object{node("cp2", corev1.ConditionTrue, true), lease("cp2", time.Second)}, staticPods("cp2", "127.0.0.1:1")...)},
+		{name: "learner", node: "cp1", id: "etcd.member", want: "learner", setup: func(o *Options, e *fakeEtcd) { e.members[0].IsLearner = true }},
+		{name: "member unhealthy", node: "", id: "etcd.health", want: "connection refused", setup: func(o *Options, e *fakeEtcd) { e.unhealthy = "https://10.0.0.11:2379" }},
+		{name: "member count", node: "", id: "etcd.count", want: "2 etcd members for 1", setup: func(o *Options, e *fakeEtcd) {
+			e.members = append(e.members, &etcdserverpb.Member{ID: 2, Name: "cpX", ClientURLs: []string{"https://10.0.0.19:2379"}})
+		}},
+		{name: "apiserver pod not ready", node: "cp1", id: "pod.kube-apiserver", want: "not running", setup: func(o *Options, e *fakeEtcd) {
+			p, _ := o.Client.CoreV1().Pods("kube-system").Get(context.Background(), "kube-apiserver-cp1", metav1.GetOptions{})
+			p.Status.Phase = corev1.PodPending
+			_, _ = o.Client.CoreV1().Pods("kube-system").UpdateStatus(context.Background(), p, metav1.UpdateOptions{})
+		}},
+		{name: "livez with another CA", node: "cp1", id: "apiserver.livez", want: "certificate", setup: func(o *Options, e *fakeEtcd) { o.CA = x509.NewCertPool() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, e, _ := cluster(t, tc.objs...)
+			if tc.setup != nil {
+				tc.setup(&o, e)
+			}
+			if tc.node != "" {
+				o.Nodes = []string{tc.node}
+				if tc.id == "etcd.health" || tc.id == "etcd.count" {
+					o.Nodes = nil
+				}
+			}
+			r, err := Run(context.Background(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := byID(r, tc.node, tc.id)
+			if c.Status != Fail || !strings.Contains(c.Summary+" "+c.Evidence, tc.want) {
+				t.Errorf("%s: %+v; want fail naming %q", tc.id, c, tc.want)
+			}
+			if r.Failed == 0 {
+				t.Error("report counts no failure")
+			}
+		})
+	}
+}
+
+func TestLeaseSeenToAdvancePasses(t *testing.T) {
+	o, _, _ := cluster(t, node("w2", corev1.ConditionTrue, false), lease("w2", 30*time.Second))
+	o.Nodes = []string{"w2"}
+	// The kubelet renews while verify watches.
+	go func() {
+		time.Sleep(10 * time.Millisecond)
+		l := lease("w2", 0)
+		_, _ = o.Client.CoordinationV1().Leases("kube-node-lease").Update(context.Background(), l, metav1.UpdateOptions{})
+	}()
+	o.Clock = &slowClock{fixedClock{t: now}}
+	r, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := byID(r, "w2", "node.lease"); c.Status != Pass || !strings.Contains(c.Evidence, "advanced") {
+		t.Errorf("%+v", c)
+	}
+}
+
+// slowClock advances like fixedClock but lets real time pass, so a concurrent update lands.
+type slowClock struct{ fixedClock }
+
+func (c *slowClock) After(d time.Duration) <-chan time.Time {
+	time.Sleep(20 * time.Millisecond)
+	return c.fixedClock.After(d)
+}
+
+func TestWithoutEtcdCertificatesEtcdIsAWarning(t *testing.T) {
+	o, _, _ := cluster(t)
+	o.Etcd = nil
+	r, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := byID(r, "cp1", "etcd.member"); c.Status != Warn || !strings.Contains(c.Evidence, "control-plane node") {
+		t.Errorf("%+v", c)
+	}
+	if r.Failed != 0 {
+		t.Errorf("failed %d", r.Failed)
+	}
+}
+
+func TestNodeMap(t *testing.T) {
+	o, _, _ := cluster(t)
+	rows, err := NodeMap(context.Background(), o.Client, o.Clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || rows[0].Name != "cp1" || rows[0].Role != "control-plane" || rows[1].Role != "worker" || rows[0].LeaseAge != "3s" || rows[1].Ready != "True" {
+		t.Errorf("%+v", rows)
+	}
+}
