@@ -121,7 +121,9 @@ func etcdEndpoints(ctx context.Context, e *Env, s *State) ([]string, error) {
 	return eps, nil
 }
 
-func etcdTLS(e *Env, s *State) (*tls.Config, error) { return EtcdClientTLS(e, s.Cluster.CertificatesDir) }
+func etcdTLS(e *Env, s *State) (*tls.Config, error) {
+	return EtcdClientTLS(e, s.Cluster.CertificatesDir)
+}
 
 // EtcdClientTLS is the etcd client TLS of this node: etcd CA and healthcheck-client certificate.
 func EtcdClientTLS(e *Env, certificatesDir string) (*tls.Config, error) {

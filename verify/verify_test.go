@@ -124,8 +124,10 @@ func cluster(t *testing.T, objs ...runtime.Object) (Options, *fakeEtcd, *httptes
 	o := Options{
 		Client: fake.NewClientset(append(base, objs...)...),
 		Etcd:   func([]string) (etcd.Conn, error) { return e, nil },
-		HTTP:   func(roots *x509.CertPool) *http.Client { return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}} },
-		CA:     pool, Clock: &fixedClock{t: now},
+		HTTP: func(roots *x509.CertPool) *http.Client {
+			return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+		},
+		CA: pool, Clock: &fixedClock{t: now},
 	}
 	return o, e, srv
 }
