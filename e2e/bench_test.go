@@ -74,7 +74,7 @@ func TestBenchWorkerJoin(t *testing.T) {
 	}
 	kw, jw, jf := median(wall["kubeadm join"]), median(wall["kjoin join"]), median(wall["kjoin join --wait=false"])
 	kr, jr := median(ready["kubeadm join"]), median(ready["kjoin join --wait=false"])
-	fmt.Fprintf(&b, "\nRatios (kjoin / kubeadm): wall %.2f (default, waits for Node + Lease), wall %.2f (--wait=false, returns once the kubelet has its identity, as kubeadm does); start→Ready %.2f (--wait=false run), %.2f (default run).\n",
+	fmt.Fprintf(&b, "\nRatios (kjoin / kubeadm): wall %.2f (default, waits for the Node to be Ready), wall %.2f (--wait=false, returns once the kubelet has its identity, as kubeadm does); start→Ready %.2f (--wait=false run), %.2f (default run).\n",
 		ratio(jw, kw), ratio(jf, kw), ratio(jr, kr), ratio(median(ready["kjoin join"]), kr))
 	fmt.Println(b.String())
 	if out := os.Getenv("KJOIN_BENCH_OUT"); out != "" {

@@ -119,6 +119,7 @@ type State struct {
 	RegisteredAfter time.Duration
 	ReadyAfter      time.Duration
 	Ready           bool
+	LeaseFound      bool
 
 	// Dry run.
 	PlannedWrites []PlannedWrite

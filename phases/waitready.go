@@ -12,13 +12,14 @@ import (
 	"kjoin.dev/kjoin/operr"
 )
 
-// WaitReady waits, with the node's own identity, until the kubelet has registered the Node
-// and its Lease, then reports Ready. Not Ready within the grace is a warning naming the
-// blocking condition (clusters often get their CNI after the first joins) unless
-// --wait-ready makes Ready a requirement.
+// WaitReady waits, with the node's own identity, until the kubelet has registered the Node and
+// it reports Ready. Not Ready within the grace is a warning naming the blocking condition
+// (clusters often get their CNI after the first joins) unless --wait-ready makes Ready a
+// requirement. The kubelet's first Lease (which may come about 10 s after its start) is not
+// waited for: it is reported as found or pending, and kjoin verify proves that it renews.
 //
 //	Reads:  s.Discovery (Server, CAData), s.Opts (NodeName, Wait, WaitReady, WaitReadyTimeout, ReadyGrace, Timeouts), s.Started
-//	Writes: s.NodeClient, s.RegisteredAfter, s.ReadyAfter, s.Ready
+//	Writes: s.NodeClient, s.RegisteredAfter, s.ReadyAfter, s.Ready, s.LeaseFound
 var WaitReady = Phase{ReadOnly: true,
 	Name:  "wait-ready",
 	Short: "Wait for the Node to register and report Ready", Needs: []string{"discovery"},
@@ -60,38 +61,31 @@ func runWaitReady(ctx context.Context, e *Env, s *State) error {
 			e.Logf("wait-ready", "node %q is Ready %s after start", name, s.ReadyAfter.Round(time.Millisecond))
 		}
 	}
-	err := e.Poll(ctx, 200*time.Millisecond, s.Opts.Timeouts.KubeletHealth, func(ctx context.Context) (bool, error) {
+	get := func(ctx context.Context) bool {
 		n, err := s.NodeClient.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			e.Debugf("wait-ready", "node %q: %v", name, err)
-			return false, nil
+			return false
 		}
 		observe(n)
-		l, err := s.NodeClient.CoordinationV1().Leases("kube-node-lease").Get(ctx, name, metav1.GetOptions{})
-		if err != nil || l.Spec.RenewTime == nil {
-			e.Debugf("wait-ready", "lease %q: %v", name, err)
-			return false, nil
-		}
-		return true, nil
-	})
+		return true
+	}
+	err := e.Poll(ctx, 100*time.Millisecond, s.Opts.Timeouts.KubeletHealth, func(ctx context.Context) (bool, error) { return get(ctx), nil })
 	if err != nil {
 		return operr.Newf(operr.Timeout,
-			"the kubelet did not register Node %q with a Lease within %s", name, s.Opts.Timeouts.KubeletHealth).
+			"the kubelet did not register Node %q within %s", name, s.Opts.Timeouts.KubeletHealth).
 			WithHint("check the kubelet: systemctl status kubelet; journalctl -xeu kubelet")
 	}
-	e.Logf("wait-ready", "node %q holds its Lease in kube-node-lease (%s after start)", name, e.Clock.Since(s.Started).Round(time.Millisecond))
+	defer reportLease(ctx, e, s)
 	if s.Ready {
 		return nil
 	}
-
 	limit := s.Opts.ReadyGrace
 	if s.Opts.WaitReady {
 		limit = s.Opts.WaitReadyTimeout
 	}
-	err = e.Poll(ctx, 200*time.Millisecond, limit, func(ctx context.Context) (bool, error) {
-		if n, err := s.NodeClient.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err == nil {
-			observe(n)
-		}
+	err = e.Poll(ctx, 100*time.Millisecond, limit, func(ctx context.Context) (bool, error) {
+		get(ctx)
 		return s.Ready, nil
 	})
 	if err == nil {
@@ -101,10 +95,22 @@ func runWaitReady(ctx context.Context, e *Env, s *State) error {
 	if s.Opts.WaitReady {
 		return operr.Newf(operr.Timeout,
 			"node %q is not Ready after %s: %s", name, limit, reason).
-			WithHint("a network plugin (CNI) must be installed for nodes to become Ready; check kubectl describe node " + name)
+			WithHint("run kjoin diagnose on this node; a network plugin (CNI) must be installed for nodes to become Ready")
 	}
-	s.Warn(e, "wait-ready", "node %q joined but is not Ready yet: %s (pass --wait-ready to require Ready)", name, reason)
+	s.Warn(e, "wait-ready", "node %q joined but is not Ready yet: %s (pass --wait-ready to require Ready; kjoin diagnose says why)", name, reason)
 	return nil
+}
+
+// reportLease looks once for the node's Lease: found, or pending (the kubelet creates it
+// within about 10 s of its start; kjoin verify proves it renews).
+func reportLease(ctx context.Context, e *Env, s *State) {
+	l, err := s.NodeClient.CoordinationV1().Leases("kube-node-lease").Get(ctx, s.Opts.NodeName, metav1.GetOptions{})
+	if err == nil && l.Spec.RenewTime != nil {
+		s.LeaseFound = true
+		e.Logf("wait-ready", "node %q holds its Lease in kube-node-lease", s.Opts.NodeName)
+		return
+	}
+	e.Logf("wait-ready", "node %q: Lease pending (the kubelet creates it shortly; kjoin verify %s proves it renews)", s.Opts.NodeName, s.Opts.NodeName)
 }
 
 func ready(n *corev1.Node) bool {

@@ -54,3 +54,19 @@ func TestWaitReadyTimesOutWithoutRegistration(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// The join does not wait for the kubelet's first Lease: Ready without a Lease succeeds and
+// reports the Lease as pending.
+func TestWaitReadyDoesNotWaitForTheLease(t *testing.T) {
+	t.Parallel()
+	ready := notReadyNode("w1")
+	ready.Status.Conditions[0].Status = corev1.ConditionTrue
+	h := newTestHost(t, ready)
+	s := &State{Opts: h.options(t), NodeClient: h.client, Started: h.env.Clock.Now()}
+	if err := WaitReady.Run(context.Background(), h.env, s); err != nil {
+		t.Fatal(err)
+	}
+	if !s.Ready || s.LeaseFound || !strings.Contains(h.out.String(), "Lease pending") {
+		t.Errorf("ready %v lease %v output:\n%s", s.Ready, s.LeaseFound, h.out)
+	}
+}

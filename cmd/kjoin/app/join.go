@@ -123,6 +123,7 @@ type JoinReport struct {
 	RegisteredAfterMs int64                 `json:"registeredAfterMs,omitempty"`
 	ReadyAfterMs      int64                 `json:"readyAfterMs,omitempty"`
 	Ready             bool                  `json:"ready"`
+	Lease             string                `json:"lease,omitempty"`
 	DryRun            bool                  `json:"dryRun,omitempty"`
 	PlannedWrites     []phases.PlannedWrite `json:"plannedWrites,omitempty"`
 	PlannedActions    []string              `json:"plannedActions,omitempty"`
@@ -174,6 +175,12 @@ func runJoin(cmd *cobra.Command, deps *Deps, o *JoinOptions) error {
 		RegisteredAfterMs: s.RegisteredAfter.Milliseconds(), ReadyAfterMs: s.ReadyAfter.Milliseconds(),
 		PlannedWrites: s.PlannedWrites, PlannedActions: s.PlannedAPI, Phases: results, Warnings: s.Warnings,
 		Error: NewErrorJSON(err),
+	}
+	if s.RegisteredAfter > 0 {
+		report.Lease = "pending"
+		if s.LeaseFound {
+			report.Lease = "found"
+		}
 	}
 	if report.Warnings == nil {
 		report.Warnings = []string{}
