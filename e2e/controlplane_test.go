@@ -53,6 +53,7 @@ func TestKjoinControlPlane(t *testing.T) {
 	assertEtcdVoters(t, c, 2)
 	assertLivez(t, c, h.IP)
 	n := c.WaitNodeCondition(t, "cp2", corev1.NodeReady, corev1.ConditionTrue, time.Minute)
+	assertVerified(t, c, 2, "cp1", "cp2")
 	for _, l := range []string{"node-role.kubernetes.io/control-plane", "node.kubernetes.io/exclude-from-external-load-balancers"} {
 		if _, ok := n.Labels[l]; !ok {
 			t.Errorf("node cp2 lacks label %s: %v", l, n.Labels)

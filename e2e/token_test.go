@@ -130,6 +130,29 @@ func TestOneStepControlPlaneJoinCommand(t *testing.T) {
 	c.MustRun(t, "cp3", append(args, "--apiserver-advertise-address", c.Hosts["cp3"].IP, "--ignore-preflight-errors=all")...)
 	assertEtcdVoters(t, c, 3)
 	c.WaitNodeCondition(t, "cp3", corev1.NodeReady, corev1.ConditionTrue, 2*time.Minute)
+	c.WaitNodeCondition(t, "cp2", corev1.NodeReady, corev1.ConditionTrue, time.Minute)
+	assertVerified(t, c, 3, "cp2")
+
+	// Stop cp2's etcd (the kubelet removes its static pod): with three members etcd keeps its
+	// quorum, and kjoin verify names the stopped member. Then bring it back.
+	manifest, moved := c.HostPath("cp2", "/etc/kubernetes/manifests/etcd.yaml"), c.HostPath("cp2", "/run/lab/etcd.yaml.stopped")
+	if err := os.Rename(manifest, moved); err != nil {
+		t.Fatal(err)
+	}
+	evidence := assertVerifyFails(t, c, "cp2", "etcd.health", 2*time.Minute)
+	if !strings.Contains(evidence, "cp2") {
+		t.Errorf("etcd.health does not name cp2's member: %s", evidence)
+	}
+	if err := os.Rename(moved, manifest); err != nil {
+		t.Fatal(err)
+	}
+	assertEtcdVoters(t, c, 3)
+	if err := wait.PollUntilContextTimeout(context.Background(), 2*time.Second, 2*time.Minute, true, func(context.Context) (bool, error) {
+		out, code := runVerify(t, c, "cp2")
+		return code == 0 && out.Failed == 0, nil
+	}); err != nil {
+		t.Errorf("kjoin verify cp2 does not pass again after its etcd came back: %v", err)
+	}
 }
 
 // TestTokenBadInput checks the operator-facing errors of the token commands.

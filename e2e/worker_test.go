@@ -86,11 +86,19 @@ func TestKjoinWorker(t *testing.T) {
 	c.WaitNodeCondition(t, "w1", corev1.NodeReady, corev1.ConditionTrue, time.Minute)
 	assertLeaseRenews(t, c, "w1")
 	assertKubeletCSRIssued(t, c, "w1")
+	assertVerified(t, c, 0, "w1")
 
 	c.MustRun(t, "w1", "systemctl", "restart", "kubelet")
 	time.Sleep(2 * time.Second)
 	assertLeaseRenews(t, c, "w1")
 	c.WaitNodeCondition(t, "w1", corev1.NodeReady, corev1.ConditionTrue, time.Minute)
+	// kjoin verify names a stopped kubelet (its Lease stops renewing), and passes once it runs.
+	c.MustRun(t, "w1", "systemctl", "stop", "kubelet")
+	assertVerifyFails(t, c, "w1", "node.lease", 2*time.Minute)
+	c.MustRun(t, "w1", "systemctl", "start", "kubelet")
+	c.WaitNodeCondition(t, "w1", corev1.NodeReady, corev1.ConditionTrue, time.Minute)
+	assertLeaseRenews(t, c, "w1")
+	assertVerified(t, c, 0, "w1")
 	logb, _ := c.ReadFile("w1", "/run/lab/kubelet.log")
 	if strings.Contains(string(logb), "bootstrap-kubelet.conf") && strings.Contains(string(logb), "Using bootstrap kubeconfig") {
 		t.Error("the kubelet fell back to its bootstrap kubeconfig: kjoin's kubelet.conf was not usable")
