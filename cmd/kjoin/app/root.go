@@ -102,7 +102,7 @@ func NewRootCmd(deps *Deps) *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return operr.Wrap(operr.Usage, err, "", "see kjoin --help")
 	})
-	root.AddCommand(NewCmdJoin(deps, nil), NewCmdToken(deps), NewCmdUploadCerts(deps), NewCmdCerts(deps), NewCmdReset(deps), NewCmdVerify(deps), NewCmdNodes(deps), NewCmdVersion(deps))
+	root.AddCommand(NewCmdJoin(deps, nil), NewCmdToken(deps), NewCmdUploadCerts(deps), NewCmdCerts(deps), NewCmdReset(deps), NewCmdVerify(deps), NewCmdDiagnose(deps), NewCmdNodes(deps), NewCmdVersion(deps))
 	return root
 }
 

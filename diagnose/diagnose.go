@@ -1,0 +1,128 @@
+// Package diagnose explains why a node is NotReady, run as root on the node itself. It walks
+// the reporting path from the cluster inward: the Node's conditions, taints, Lease and pod CIDR;
+// the kubelet (service, /healthz, its last errors); its client certificate; connectivity to
+// the API server named in kubelet.conf (DNS, TCP, TLS, an authenticated request, clock skew);
+// the container runtime over the CRI API; the CNI configuration; and resources against the
+// kubelet's eviction thresholds. Then it names the most likely cause and the next step. It
+// works when the API server is unreachable (the local checks still run). It reads only; it
+// knows nothing of the command line.
+package diagnose
+
+import (
+	"context"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"time"
+
+	"kjoin.dev/kjoin/phases"
+	"kjoin.dev/kjoin/verify"
+)
+
+// Check is verify's check shape: stable id, pass/warn/fail, summary and evidence.
+type Check = verify.Check
+
+// Verdict names the most likely cause and what to do next.
+type Verdict struct {
+	Healthy bool   `json:"healthy"`
+	Cause   string `json:"cause"`
+	CheckID string `json:"checkId,omitempty"`
+	Next    string `json:"next"`
+}
+
+// Report is a diagnosis.
+type Report struct {
+	Node    string  `json:"node"`
+	Checks  []Check `json:"checks"`
+	Verdict Verdict `json:"verdict"`
+}
+
+// Runtime is the part of the CRI runtime service a diagnosis asks.
+type Runtime interface {
+	// Status reports the runtime's RuntimeReady and NetworkReady conditions.
+	Status(ctx context.Context) (runtimeReady, networkReady bool, detail string, err error)
+	// RunningContainers counts the containers still running.
+	RunningContainers(ctx context.Context) (int, error)
+	Close() error
+}
+
+// Deps are the diagnosis's view of the node.
+type Deps struct {
+	// Host gives paths (under its root), the command runner, the clock and clients.
+	Host *phases.Env
+	// Runtime connects to the CRI endpoint (unix:///...).
+	Runtime func(ctx context.Context, endpoint string) (Runtime, error)
+	// Statfs reports available and total bytes of the filesystem holding path.
+	Statfs func(path string) (avail, total uint64, err error)
+	// LookupHost resolves a name; Dial opens a TCP connection.
+	LookupHost func(ctx context.Context, host string) ([]string, error)
+	Dial       func(ctx context.Context, network, addr string) (net.Conn, error)
+	// NodeName overrides the node name (default: from the kubelet's client certificate).
+	NodeName string
+}
+
+// Thresholds of the kubelet's default hard eviction, used when config.yaml sets none.
+var defaultEviction = map[string]string{"memory.available": "100Mi", "nodefs.available": "10%", "imagefs.available": "15%", "pid.available": "10%"}
+
+// Run diagnoses the node.
+func Run(ctx context.Context, d Deps) *Report {
+	g := &diagnosis{d: d, e: d.Host, r: &Report{Checks: []Check{}}}
+	g.r.Node = d.NodeName
+	if g.r.Node == "" {
+		g.r.Node = phases.NodeNameFromCert(d.Host)
+	}
+	if g.r.Node == "" {
+		if h, err := d.Host.Hostname(); err == nil {
+			g.r.Node = h
+		}
+	}
+	g.loadKubeletFiles()
+	g.kubeletChecks(ctx)
+	g.certChecks()
+	apiOK := g.connectivityChecks(ctx)
+	g.nodeChecks(ctx, apiOK)
+	g.runtimeChecks(ctx)
+	g.resourceChecks()
+	g.r.Verdict = g.verdict()
+	return g.r
+}
+
+type diagnosis struct {
+	d Deps
+	e *phases.Env
+	r *Report
+	// from the node's files
+	server     string
+	caPool     *x509.CertPool
+	caPEM      []byte
+	certPEM    []byte
+	cert       *x509.Certificate
+	kubeletCfg map[string]any
+	// from the checks
+	status map[string]verify.Status
+}
+
+func (g *diagnosis) add(c Check) {
+	if g.status == nil {
+		g.status = map[string]verify.Status{}
+	}
+	if c.Node == "" {
+		c.Node = g.r.Node
+	}
+	g.status[c.ID] = c.Status
+	g.r.Checks = append(g.r.Checks, c)
+}
+
+func (g *diagnosis) pass(id, summary, evidence string) {
+	g.add(Check{ID: id, Status: verify.Pass, Summary: summary, Evidence: evidence})
+}
+func (g *diagnosis) warn(id, summary, evidence string) {
+	g.add(Check{ID: id, Status: verify.Warn, Summary: summary, Evidence: evidence})
+}
+func (g *diagnosis) fail(id, summary, evidence string) {
+	g.add(Check{ID: id, Status: verify.Fail, Summary: summary, Evidence: evidence})
+}
+
+func (g *diagnosis) failed(id string) bool { return g.status[id] == verify.Fail }
+
+func ago(now, t time.Time) string { return fmt.Sprintf("%s ago", now.Sub(t).Round(time.Second)) }

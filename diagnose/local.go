@@ -1,0 +1,173 @@
+package diagnose
+
+import (
+	"bufio"
+	"context"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+
+	"kjoin.dev/kjoin/discovery"
+	"kjoin.dev/kjoin/phases"
+	"kjoin.dev/kjoin/pki"
+)
+
+// loadKubeletFiles reads kubelet.conf (server, CA), the client certificate and config.yaml.
+func (g *diagnosis) loadKubeletFiles() {
+	if b, err := g.e.ReadFile(phases.KubeletKubeconfig); err == nil {
+		if cfg, err := clientcmd.Load(b); err == nil {
+			if cl, err := discovery.SelectCluster(cfg); err == nil {
+				g.server = cl.Server
+				ca := cl.CertificateAuthorityData
+				if len(ca) == 0 && cl.CertificateAuthority != "" {
+					ca, _ = g.e.ReadFile(cl.CertificateAuthority)
+				}
+				if certs, err := discovery.ParseCerts(ca); err == nil {
+					g.caPool, g.caPEM = discovery.Pool(certs), discovery.EncodeCerts(certs)
+				}
+			}
+		}
+	}
+	if b, err := g.e.ReadFile(phases.KubeletClientCurrent); err == nil {
+		g.certPEM = b
+		g.cert, _ = pki.ParseCert(b)
+	}
+	if b, err := g.e.ReadFile(phases.KubeletConfigPath); err == nil {
+		_ = yaml.Unmarshal(b, &g.kubeletCfg)
+	}
+}
+
+func (g *diagnosis) cfgString(key, def string) string {
+	if v, ok := g.kubeletCfg[key].(string); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+// kubeletChecks: the service, its /healthz and the last errors in its log.
+func (g *diagnosis) kubeletChecks(ctx context.Context) {
+	if _, err := g.e.Exec.Run(ctx, "systemctl", "is-active", "--quiet", "kubelet"); err != nil {
+		g.fail("kubelet.service", "the kubelet service is not running", err.Error())
+	} else {
+		ev := "active"
+		if out, err := g.e.Exec.Run(ctx, "systemctl", "show", "kubelet", "--property", "NRestarts"); err == nil {
+			ev += ", " + strings.TrimSpace(string(out))
+		}
+		g.pass("kubelet.service", "the kubelet service is running", ev)
+	}
+	addr := g.cfgString("healthzBindAddress", "127.0.0.1")
+	port := 10248
+	if p, ok := g.kubeletCfg["healthzPort"].(float64); ok && p > 0 {
+		port = int(p)
+	}
+	url := fmt.Sprintf("http://%s/healthz", hostPort(addr, port))
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(cctx, http.MethodGet, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	switch {
+	case err != nil:
+		g.fail("kubelet.healthz", "the kubelet does not answer /healthz", err.Error())
+	default:
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			g.pass("kubelet.healthz", "/healthz ok", url)
+		} else {
+			g.fail("kubelet.healthz", "/healthz is not ok", fmt.Sprintf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(body))))
+		}
+	}
+	out, err := g.e.Exec.Run(ctx, "journalctl", "-u", "kubelet", "-n", "300", "--no-pager", "-o", "cat")
+	if err != nil {
+		g.warn("kubelet.log", "the kubelet's log is not readable", err.Error())
+		return
+	}
+	var errs []string
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		l := sc.Text()
+		if len(l) > 1 && l[0] == 'E' && l[1] >= '0' && l[1] <= '9' { // klog error lines: E1130 ...
+			if len(l) > 300 {
+				l = l[:300] + "..."
+			}
+			errs = append(errs, l)
+		}
+	}
+	if len(errs) == 0 {
+		g.pass("kubelet.log", "no errors in the kubelet's recent log", "")
+		return
+	}
+	if len(errs) > 5 {
+		errs = errs[len(errs)-5:]
+	}
+	g.warn("kubelet.log", "the kubelet logged errors", strings.Join(errs, "\n"))
+}
+
+// certChecks: the kubelet's client certificate.
+func (g *diagnosis) certChecks() {
+	now := g.e.Clock.Now()
+	if g.cert == nil {
+		g.fail("cert.validity", "no kubelet client certificate", phases.KubeletClientCurrent+" is missing or unreadable")
+		return
+	}
+	c := g.cert
+	window := fmt.Sprintf("valid %s to %s", c.NotBefore.UTC().Format(time.RFC3339), c.NotAfter.UTC().Format(time.RFC3339))
+	life := c.NotAfter.Sub(c.NotBefore)
+	used := now.Sub(c.NotBefore)
+	switch {
+	case now.After(c.NotAfter):
+		g.fail("cert.validity", "the kubelet client certificate has expired", window)
+	case now.Before(c.NotBefore):
+		g.fail("cert.validity", "the kubelet client certificate is not valid yet (this node's clock is behind?)", window)
+	case g.caPool != nil && !verifiesClient(c, g.caPool, now):
+		g.fail("cert.validity", "the kubelet client certificate is not issued by the CA in kubelet.conf", window)
+	case life > 0 && used > life*3/4:
+		g.warn("cert.validity", "the kubelet client certificate is past 75% of its lifetime (rotation should have renewed it)", window)
+	default:
+		g.pass("cert.validity", "the kubelet client certificate is valid", window)
+	}
+	if name := strings.TrimPrefix(c.Subject.CommonName, "system:node:"); name != g.r.Node {
+		g.fail("cert.node", "the certificate is for another node", fmt.Sprintf("CN %q, node %q", c.Subject.CommonName, g.r.Node))
+	} else {
+		g.pass("cert.node", "the certificate names this node", c.Subject.CommonName)
+	}
+	if rot, ok := g.kubeletCfg["rotateCertificates"].(bool); ok && rot {
+		g.pass("cert.rotation", "client certificate rotation is on", "rotateCertificates: true")
+	} else {
+		g.warn("cert.rotation", "client certificate rotation is off: the certificate will expire", "set rotateCertificates: true in the cluster's kubelet-config")
+	}
+}
+
+func verifiesClient(c *x509.Certificate, roots *x509.CertPool, now time.Time) bool {
+	_, err := c.Verify(x509.VerifyOptions{Roots: roots, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	return err == nil
+}
+
+// cniChecks is part of runtimeChecks: a CNI configuration must exist.
+func (g *diagnosis) cniConfig() (string, bool) {
+	dir := "/etc/cni/net.d"
+	entries, err := os.ReadDir(g.e.Paths.Of(dir))
+	if err != nil {
+		return dir + ": " + err.Error(), false
+	}
+	var confs []string
+	for _, e := range entries {
+		switch filepath.Ext(e.Name()) {
+		case ".conf", ".conflist", ".json":
+			confs = append(confs, e.Name())
+		}
+	}
+	if len(confs) == 0 {
+		return "no .conf/.conflist in " + dir, false
+	}
+	return dir + ": " + strings.Join(confs, ", "), true
+}
