@@ -1,0 +1,243 @@
+package diagnose
+
+import (
+	"context"
+	"crypto"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/clock"
+
+	"kjoin.dev/kjoin/phases"
+	"kjoin.dev/kjoin/pki"
+	"kjoin.dev/kjoin/verify"
+)
+
+type runner struct{ kubeletUp bool }
+
+func (r *runner) Run(_ context.Context, name string, args ...string) ([]byte, error) {
+	cmd := name + " " + strings.Join(args, " ")
+	switch {
+	case strings.HasPrefix(cmd, "systemctl is-active"):
+		if !r.kubeletUp {
+			return nil, errors.New("inactive")
+		}
+	case strings.HasPrefix(cmd, "journalctl"):
+		return []byte("I1130 10:00:00 ok\nE1130 10:00:01 kubelet.go:1 something failed\n"), nil
+	}
+	return nil, nil
+}
+
+type runtime struct {
+	up, network bool
+}
+
+func (r *runtime) Status(context.Context) (bool, bool, string, error) {
+	return true, r.network, fmt.Sprintf("RuntimeReady=true; NetworkReady=%v", r.network), nil
+}
+func (r *runtime) RunningContainers(context.Context) (int, error) { return 3, nil }
+func (r *runtime) Close() error                                   { return nil }
+
+type node struct {
+	deps    Deps
+	rt      *runtime
+	runner  *runner
+	root    string
+	ca      *x509.Certificate
+	caKey   crypto.Signer
+	apiAddr string
+}
+
+// newNode is a healthy node "w1": kubelet running and healthy, a valid client certificate,
+// an API server (TLS from the cluster CA) that knows the Ready Node and a fresh Lease, a
+// ready runtime, a CNI config and plenty of resources.
+func newNode(t *testing.T) *node {
+	t.Helper()
+	root := t.TempDir()
+	caKey, _ := pki.NewECKey()
+	now := time.Now()
+	ca, _ := pki.NewSelfSignedCA(pki.CertConfig{CommonName: "kubernetes", NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour)}, caKey)
+	srvKey, _ := pki.NewECKey()
+	srvCert, _ := pki.NewSignedCert(pki.CertConfig{CommonName: "kube-apiserver", IPs: []net.IP{net.ParseIP("127.0.0.1")}, Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour)}, srvKey.Public(), ca, caKey)
+	api := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(r.TLS.PeerCertificates) == 0 {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	api.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{srvCert.Raw}, PrivateKey: srvKey}}, ClientAuth: tls.RequestClientCert}
+	api.StartTLS()
+	t.Cleanup(api.Close)
+	healthz := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) }))
+	t.Cleanup(healthz.Close)
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(healthz.URL, "http://"))
+
+	n := &node{root: root, ca: ca, caKey: caKey, rt: &runtime{up: true, network: true}, runner: &runner{kubeletUp: true}, apiAddr: strings.TrimPrefix(api.URL, "https://")}
+	n.issueCert(t, now.Add(-time.Hour), now.Add(365*24*time.Hour))
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["default-cluster"] = &clientcmdapi.Cluster{Server: api.URL, CertificateAuthorityData: pki.EncodeCert(ca)}
+	kc.AuthInfos["a"] = &clientcmdapi.AuthInfo{ClientCertificate: phases.KubeletClientCurrent, ClientKey: phases.KubeletClientCurrent}
+	kc.Contexts["c"] = &clientcmdapi.Context{Cluster: "default-cluster", AuthInfo: "a"}
+	kc.CurrentContext = "c"
+	b, _ := clientcmd.Write(*kc)
+	n.write(t, phases.KubeletKubeconfig, string(b))
+	n.write(t, phases.KubeletConfigPath, "kind: KubeletConfiguration\nrotateCertificates: true\nhealthzPort: "+port+"\ncontainerRuntimeEndpoint: unix:///run/containerd/containerd.sock\n")
+	n.write(t, "/etc/cni/net.d/10-bridge.conflist", "{}")
+	n.write(t, "/proc/meminfo", "MemTotal: 8000000 kB\nMemAvailable: 4000000 kB\n")
+	n.write(t, "/proc/sys/kernel/pid_max", "4194304\n")
+
+	renew := metav1.NewMicroTime(now.Add(-3 * time.Second))
+	client := fake.NewClientset(
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "w1"}, Spec: corev1.NodeSpec{PodCIDR: "10.244.1.0/24"},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"}}}},
+		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "w1", Namespace: "kube-node-lease"}, Spec: coordinationv1.LeaseSpec{RenewTime: &renew}})
+	env := &phases.Env{Paths: phases.Paths{Root: root}, Clock: clock.RealClock{}, Exec: n.runner,
+		NewClient: func(*rest.Config) (kubernetes.Interface, error) { return client, nil },
+		Hostname:  func() (string, error) { return "w1", nil }}
+	var d net.Dialer
+	n.deps = Deps{Host: env,
+		Runtime: func(context.Context, string) (Runtime, error) {
+			if !n.rt.up {
+				return nil, errors.New("dial unix /run/containerd/containerd.sock: connect: no such file or directory")
+			}
+			return n.rt, nil
+		},
+		Statfs:     func(string) (uint64, uint64, error) { return 50 << 30, 100 << 30, nil },
+		LookupHost: func(context.Context, string) ([]string, error) { return []string{"127.0.0.1"}, nil },
+		Dial:       d.DialContext,
+	}
+	return n
+}
+
+func (n *node) write(t *testing.T, p, content string) {
+	t.Helper()
+	full := filepath.Join(n.root, p)
+	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(full, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (n *node) issueCert(t *testing.T, notBefore, notAfter time.Time) {
+	t.Helper()
+	k, _ := pki.NewECKey()
+	c, err := pki.NewSignedCert(pki.CertConfig{CommonName: "system:node:w1", Organization: []string{"system:nodes"}, Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		NotBefore: notBefore, NotAfter: notAfter}, k.Public(), n.ca, n.caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM, _ := pki.EncodeKey(k)
+	n.write(t, phases.KubeletClientCurrent, string(pki.EncodeCert(c))+string(keyPEM))
+}
+
+func verdictOf(t *testing.T, n *node) *Report {
+	t.Helper()
+	r := Run(context.Background(), n.deps)
+	t.Logf("verdict %+v", r.Verdict)
+	return r
+}
+
+func check(r *Report, id string) verify.Check {
+	for _, c := range r.Checks {
+		if c.ID == id {
+			return c
+		}
+	}
+	return verify.Check{Status: "missing"}
+}
+
+func TestHealthyNode(t *testing.T) {
+	n := newNode(t)
+	r := verdictOf(t, n)
+	if !r.Verdict.Healthy {
+		for _, c := range r.Checks {
+			t.Logf("%s %s %s (%s)", c.Status, c.ID, c.Summary, c.Evidence)
+		}
+		t.Fatalf("healthy node diagnosed as %+v", r.Verdict)
+	}
+	for _, id := range []string{"kubelet.service", "kubelet.healthz", "cert.validity", "cert.node", "cert.rotation", "api.tcp", "api.tls", "api.auth",
+		"node.conditions", "node.lease", "cri.reachable", "cri.runtime", "cri.network", "cni.config", "res.nodefs", "res.memory", "res.pids"} {
+		if c := check(r, id); c.Status != verify.Pass {
+			t.Errorf("%s: %+v", id, c)
+		}
+	}
+	if c := check(r, "kubelet.log"); c.Status != verify.Warn || !strings.Contains(c.Evidence, "something failed") {
+		t.Errorf("kubelet.log: %+v", c)
+	}
+	if c := check(r, "cri.containers"); !strings.Contains(c.Summary, "3 container") {
+		t.Errorf("cri.containers: %+v", c)
+	}
+}
+
+// Each fault is named by the verdict.
+func TestFaultsNamedByTheVerdict(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fault func(t *testing.T, n *node)
+		want  string
+	}{
+		{"kubelet stopped", func(t *testing.T, n *node) { n.runner.kubeletUp = false }, "kubelet.service"},
+		{"runtime down", func(t *testing.T, n *node) { n.rt.up = false }, "cri.reachable"},
+		{"cni config removed", func(t *testing.T, n *node) {
+			_ = os.Remove(filepath.Join(n.root, "/etc/cni/net.d/10-bridge.conflist"))
+			n.rt.network = false
+		}, "cni.config"},
+		{"network not ready", func(t *testing.T, n *node) { n.rt.network = false }, "cri.network"},
+		{"API server unreachable", func(t *testing.T, n *node) {
+			n.deps.Dial = func(context.Context, string, string) (net.Conn, error) { return nil, errors.New("i/o timeout") }
+		}, "api.tcp"},
+		{"client certificate expired", func(t *testing.T, n *node) {
+			n.issueCert(t, time.Now().Add(-48*time.Hour), time.Now().Add(-time.Hour))
+		}, "cert.validity"},
+		{"certificate of another node", func(t *testing.T, n *node) { n.deps.NodeName = "w2" }, "cert.node"},
+		{"disk pressure", func(t *testing.T, n *node) {
+			n.deps.Statfs = func(string) (uint64, uint64, error) { return 1 << 30, 100 << 30, nil }
+		}, "res.nodefs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newNode(t)
+			tc.fault(t, n)
+			r := verdictOf(t, n)
+			if r.Verdict.Healthy || r.Verdict.CheckID != tc.want || r.Verdict.Next == "" {
+				t.Errorf("verdict %+v, want %s", r.Verdict, tc.want)
+			}
+		})
+	}
+}
+
+// With the API server unreachable the local checks still run.
+func TestLocalChecksRunWithoutTheAPIServer(t *testing.T) {
+	n := newNode(t)
+	n.deps.Dial = func(context.Context, string, string) (net.Conn, error) { return nil, errors.New("connection refused") }
+	r := verdictOf(t, n)
+	for _, id := range []string{"kubelet.service", "cert.validity", "cri.runtime", "cni.config", "res.memory"} {
+		if c := check(r, id); c.Status != verify.Pass {
+			t.Errorf("%s did not run: %+v", id, c)
+		}
+	}
+	if c := check(r, "node.conditions"); c.Status != verify.Warn {
+		t.Errorf("node.conditions: %+v", c)
+	}
+}
