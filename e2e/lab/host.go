@@ -16,6 +16,9 @@ import (
 //go:embed assets/systemctl
 var systemctlStandIn []byte
 
+//go:embed assets/journalctl
+var journalctlStandIn []byte
+
 // hostBinds are the host paths that each lab host gets its own copy of (bind mounts inside
 // its mount namespace). Directories unless they end in a file name listed in hostFileBinds.
 var hostBinds = []string{

@@ -123,7 +123,7 @@ func (l *Lab) Kubectl(ctx context.Context, args ...string) Result {
 }
 
 // linkTools fills Root/bin (first on every host's PATH) with the components, the systemctl
-// stand-in and any extra programs.
+// and journalctl stand-ins and any extra programs.
 func (l *Lab) linkTools(extra map[string]string) error {
 	dir := filepath.Join(l.Root, "bin")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -146,6 +146,9 @@ func (l *Lab) linkTools(extra map[string]string) error {
 		if err := os.Symlink(target, p); err != nil {
 			return err
 		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "journalctl"), journalctlStandIn, 0o755); err != nil {
+		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "systemctl"), systemctlStandIn, 0o755)
 }

@@ -1,0 +1,221 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"kjoin.dev/kjoin/e2e/framework"
+	"kjoin.dev/kjoin/pki"
+)
+
+type diagnoseJSON struct {
+	Node   string `json:"node"`
+	Checks []struct {
+		ID       string `json:"id"`
+		Status   string `json:"status"`
+		Summary  string `json:"summary"`
+		Evidence string `json:"evidence"`
+	} `json:"checks"`
+	Verdict struct {
+		Healthy bool   `json:"healthy"`
+		Cause   string `json:"cause"`
+		CheckID string `json:"checkId"`
+		Next    string `json:"next"`
+	} `json:"verdict"`
+}
+
+func runDiagnose(t *testing.T, c *framework.Cluster, host string) (diagnoseJSON, int) {
+	t.Helper()
+	r := c.Run(t, host, "kjoin", "diagnose", "-o", "json")
+	var out diagnoseJSON
+	if err := json.Unmarshal([]byte(r.Stdout), &out); err != nil {
+		t.Fatalf("kjoin diagnose output is not JSON: %v\n%s\n%s", err, r.Stdout, r.Stderr)
+	}
+	return out, r.ExitCode
+}
+
+// waitDiagnosis runs kjoin diagnose on host until its verdict names want ("" = healthy).
+func waitDiagnosis(t *testing.T, c *framework.Cluster, host, want string, timeout time.Duration) diagnoseJSON {
+	t.Helper()
+	var last diagnoseJSON
+	var code int
+	deadline := time.Now().Add(timeout)
+	for {
+		last, code = runDiagnose(t, c, host)
+		if want == "" && last.Verdict.Healthy && code == 0 {
+			return last
+		}
+		if want != "" && last.Verdict.CheckID == want && code == 8 {
+			t.Logf("diagnose on %s: %s (%s); next: %s", host, last.Verdict.Cause, last.Verdict.CheckID, last.Verdict.Next)
+			return last
+		}
+		if time.Now().After(deadline) {
+			for _, ch := range last.Checks {
+				t.Logf("  %s %s: %s (%s)", ch.Status, ch.ID, ch.Summary, ch.Evidence)
+			}
+			t.Fatalf("diagnose on %s: verdict %+v (exit %d), want %q within %s", host, last.Verdict, code, want, timeout)
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+// TestDiagnoseFaults injects real faults on a joined worker, proves each happened, and checks
+// that kjoin diagnose names it; after each repair the node is healthy again and diagnose says so.
+func TestDiagnoseFaults(t *testing.T) {
+	c := framework.Get(t)
+	h := c.Host(t, "w7")
+	if r := kjoinJoin(t, c, "w7"); r.Err != nil {
+		t.Fatalf("%v", r.Error())
+	}
+	c.WaitNodeCondition(t, "w7", corev1.NodeReady, corev1.ConditionTrue, 2*time.Minute)
+	waitDiagnosis(t, c, "w7", "", time.Minute)
+	healthy := func() {
+		t.Helper()
+		c.WaitNodeCondition(t, "w7", corev1.NodeReady, corev1.ConditionTrue, 3*time.Minute)
+		waitDiagnosis(t, c, "w7", "", 2*time.Minute)
+	}
+	_ = h
+
+	t.Run("kubelet stopped", func(t *testing.T) {
+		c.MustRun(t, "w7", "systemctl", "stop", "kubelet")
+		if r := c.Run(t, "w7", "systemctl", "is-active", "kubelet"); r.ExitCode == 0 {
+			t.Fatal("the kubelet still runs: the fault was not injected")
+		}
+		waitDiagnosis(t, c, "w7", "kubelet.service", 30*time.Second)
+		c.MustRun(t, "w7", "systemctl", "start", "kubelet")
+		healthy()
+	})
+	t.Run("containerd stopped", func(t *testing.T) {
+		if err := c.StopContainerd("w7"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(c.HostPath("w7", "/run/containerd/containerd.sock")); err == nil {
+			t.Fatal("containerd's socket is still there: the fault was not injected")
+		}
+		out := waitDiagnosis(t, c, "w7", "cri.reachable", 30*time.Second)
+		_ = out
+		if err := c.StartContainerd(context.Background(), "w7"); err != nil {
+			t.Fatal(err)
+		}
+		healthy()
+	})
+	t.Run("CNI configuration removed", func(t *testing.T) {
+		dir, saved := c.HostPath("w7", "/etc/cni/net.d"), c.HostPath("w7", "/run/lab/cni-saved")
+		if err := os.MkdirAll(saved, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		entries, _ := os.ReadDir(dir)
+		if len(entries) == 0 {
+			t.Fatal("no CNI configuration to remove")
+		}
+		for _, e := range entries {
+			if err := os.Rename(filepath.Join(dir, e.Name()), filepath.Join(saved, e.Name())); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitDiagnosis(t, c, "w7", "cni.config", 30*time.Second)
+		c.WaitNodeCondition(t, "w7", corev1.NodeReady, corev1.ConditionFalse, 2*time.Minute)
+		for _, e := range entries {
+			if err := os.Rename(filepath.Join(saved, e.Name()), filepath.Join(dir, e.Name())); err != nil {
+				t.Fatal(err)
+			}
+		}
+		healthy()
+	})
+	t.Run("API server unreachable", func(t *testing.T) {
+		cp1 := c.Hosts["cp1"].IP
+		rule := []string{"OUTPUT", "-d", cp1, "-p", "tcp", "--dport", "6443", "-j", "DROP"}
+		c.MustRun(t, "w7", append([]string{"iptables", "-I"}, rule...)...)
+		defer c.Run(t, "w7", append([]string{"iptables", "-D"}, rule...)...)
+		if r := c.Run(t, "w7", "iptables", "-C", rule[0], rule[1], rule[2], rule[3], rule[4], rule[5], rule[6], rule[7], rule[8]); r.ExitCode != 0 {
+			t.Fatalf("the DROP rule is not in w7's network namespace: %s", r.Stderr)
+		}
+		out := waitDiagnosis(t, c, "w7", "api.tcp", 30*time.Second)
+		local := 0
+		for _, ch := range out.Checks {
+			if (ch.ID == "kubelet.service" || ch.ID == "cri.runtime" || ch.ID == "cni.config") && ch.Status == "pass" {
+				local++
+			}
+		}
+		if local != 3 {
+			t.Errorf("the local checks did not all run while the API server was unreachable: %+v", out.Checks)
+		}
+		// The cluster sees it too: the Lease stops renewing and the Node goes Unknown.
+		c.WaitNodeCondition(t, "w7", corev1.NodeReady, corev1.ConditionUnknown, 2*time.Minute)
+		c.MustRun(t, "w7", append([]string{"iptables", "-D"}, rule...)...)
+		healthy()
+	})
+	t.Run("client certificate expired", func(t *testing.T) {
+		caPEM, err1 := c.ReadFile("cp1", "/etc/kubernetes/pki/ca.crt")
+		caKeyPEM, err2 := c.ReadFile("cp1", "/etc/kubernetes/pki/ca.key")
+		current := c.HostPath("w7", "/var/lib/kubelet/pki/kubelet-client-current.pem")
+		target, err3 := os.Readlink(current)
+		nodePEM, err4 := os.ReadFile(c.HostPath("w7", target))
+		if err := firstErr(err1, err2, err3, err4); err != nil {
+			t.Fatal(err)
+		}
+		ca, _ := pki.ParseCert(caPEM)
+		caKey, err := pki.ParseKey(caKeyPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodeKey, err := pki.ParseKey(nodePEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		expired, err := pki.NewSignedCert(pki.CertConfig{CommonName: "system:node:w7", Organization: []string{"system:nodes"},
+			Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, NotBefore: now.Add(-48 * time.Hour), NotAfter: now.Add(-time.Hour)}, nodeKey.Public(), ca, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keyPEM, _ := pki.EncodeKey(nodeKey)
+		if err := os.WriteFile(c.HostPath("w7", "/var/lib/kubelet/pki/kubelet-client-expired.pem"), append(pki.EncodeCert(expired), keyPEM...), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(current); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("/var/lib/kubelet/pki/kubelet-client-expired.pem", current); err != nil {
+			t.Fatal(err)
+		}
+		c.MustRun(t, "w7", "systemctl", "restart", "kubelet")
+		out := waitDiagnosis(t, c, "w7", "cert.validity", 30*time.Second)
+		for _, ch := range out.Checks {
+			if ch.ID == "cert.validity" {
+				t.Logf("cert.validity: %s (%s)", ch.Summary, ch.Evidence)
+			}
+		}
+		_ = os.Remove(current)
+		if err := os.Symlink(target, current); err != nil {
+			t.Fatal(err)
+		}
+		c.MustRun(t, "w7", "systemctl", "restart", "kubelet")
+		healthy()
+	})
+	if err := wait.PollUntilContextTimeout(context.Background(), time.Second, time.Minute, true, func(context.Context) (bool, error) {
+		_, code := runVerify(t, c, "w7")
+		return code == 0, nil
+	}); err != nil {
+		t.Errorf("kjoin verify w7 does not pass after the repairs: %v", err)
+	}
+}
+
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
