@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make demo: bring up the lab, join a worker (w1) and a control plane (cp2) with kjoin, and
-# show the nodes and the etcd members. The lab stays up; make lab-down removes it.
+# show the nodes, the etcd members, kjoin verify, kjoin diagnose and the node map. The lab stays up; make lab-down removes it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 lab=bin/lab
@@ -23,5 +23,14 @@ $lab kubectl get nodes -o wide
 
 step "etcd members"
 $lab etcd-members
+
+step "kjoin verify (on cp1, admin credentials): every node, etcd, static pods, /livez"
+$lab exec cp1 kjoin verify
+
+step "kjoin diagnose (on w1, the node's own view)"
+$lab exec w1 kjoin diagnose
+
+step "kjoin nodes"
+$lab exec cp1 kjoin nodes
 
 printf '\nThe lab is still up (bin/lab status, bin/lab exec HOST CMD). Remove it with: make lab-down\n'
