@@ -25,10 +25,10 @@ step "etcd members"
 $lab etcd-members
 
 step "kjoin verify (on cp1, admin credentials): every node, etcd, static pods, /livez"
-$lab exec cp1 kjoin verify
+$lab exec cp1 kjoin verify || echo "(kjoin verify exit $?: see the failed checks above)"
 
 step "kjoin diagnose (on w1, the node's own view)"
-$lab exec w1 kjoin diagnose
+$lab exec w1 kjoin diagnose || echo "(kjoin diagnose exit $?: see the verdict above)"
 
 step "kjoin nodes"
 $lab exec cp1 kjoin nodes
