@@ -34,11 +34,23 @@ func runVerify(t *testing.T, c *framework.Cluster, nodes ...string) (verifyJSON,
 	return out, r.ExitCode
 }
 
-// assertVerified runs kjoin verify on cp1 for nodes: every check must pass. For control
-// planes, etcd.count must say members == control-plane nodes (wantMembers, when above 0).
+// assertVerified runs kjoin verify on cp1 for nodes until every check passes (a join returns
+// once the Node is Ready; the Lease, the static pods' readiness and the lifecycle controller's
+// taint removal follow within seconds). For control planes, etcd.count must say members ==
+// control-plane nodes (wantMembers, when above 0).
 func assertVerified(t *testing.T, c *framework.Cluster, wantMembers int, nodes ...string) {
 	t.Helper()
-	out, code := runVerify(t, c, nodes...)
+	var out verifyJSON
+	var code int
+	start := time.Now()
+	for {
+		out, code = runVerify(t, c, nodes...)
+		if code == 0 && out.Failed == 0 || time.Since(start) > 2*time.Minute {
+			break
+		}
+		time.Sleep(2 * time.Second)
+	}
+	t.Logf("kjoin verify %v: exit %d after %s", nodes, code, time.Since(start).Round(time.Second))
 	seen := map[string]bool{}
 	for _, ch := range out.Checks {
 		seen[ch.Node+"/"+ch.ID] = true
