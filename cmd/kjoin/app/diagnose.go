@@ -59,21 +59,11 @@ func runDiagnose(ctx context.Context, deps *Deps, o *DiagnoseOptions) error {
 	if !rep.Verdict.Healthy {
 		failure = operr.Newf(operr.Verify, "node %q is not healthy: %s", rep.Node, rep.Verdict.Cause).WithHint(rep.Verdict.Next)
 	}
-	if o.Output == "json" {
-		if err := printObject(deps.Out, "json", rep); err != nil {
-			return err
-		}
-		if failure != nil {
-			return &reportedError{code: operr.Verify, err: failure}
-		}
-		return nil
-	}
-	printChecks(deps.Out, rep.Checks)
-	if failure != nil {
-		return failure
-	}
-	_, err := fmt.Fprintf(deps.Out, "node %q is healthy\n", rep.Node)
-	return err
+	out := struct {
+		*diagnose.Report
+		Error *ErrorJSON `json:"error,omitempty"`
+	}{rep, NewErrorJSON(failure)}
+	return reportOutcome(deps, o.Output, out, rep.Checks, failure, fmt.Sprintf("node %q is healthy", rep.Node))
 }
 
 func statfs(path string) (avail, total uint64, err error) {

@@ -87,25 +87,32 @@ func runVerify(ctx context.Context, deps *Deps, o *VerifyOptions) error {
 		failure = operr.Newf(operr.Verify, "%d check(s) failed", rep.Failed).
 			WithHint("on a NotReady node, kjoin diagnose says why")
 	}
-	if o.Output == "json" {
-		out := struct {
-			*verify.Report
-			Error *ErrorJSON `json:"error,omitempty"`
-		}{rep, NewErrorJSON(failure)}
-		if err := printObject(deps.Out, "json", out); err != nil {
+	out := struct {
+		*verify.Report
+		Error *ErrorJSON `json:"error,omitempty"`
+	}{rep, NewErrorJSON(failure)}
+	return reportOutcome(deps, o.Output, out, rep.Checks, failure,
+		fmt.Sprintf("verified: %d node(s), %d check(s) passed, %d warning(s)", len(rep.Nodes), len(rep.Checks)-rep.Warned, rep.Warned))
+}
+
+// reportOutcome prints what verify or diagnose found: the JSON object, or the checks and then
+// the failure (exit 8) or okLine.
+func reportOutcome(deps *Deps, output string, jsonObj any, checks []verify.Check, failure error, okLine string) error {
+	if output == "json" {
+		if err := printObject(deps.Out, "json", jsonObj); err != nil {
 			return err
 		}
 		if failure != nil {
-			return &reportedError{code: operr.Verify, err: failure}
+			return &reportedError{code: operr.CodeOf(failure), err: failure}
 		}
 		return nil
 	}
-	printChecks(deps.Out, rep.Checks)
+	printChecks(deps.Out, checks)
 	if failure != nil {
 		return failure
 	}
-	fmt.Fprintf(deps.Out, "verified: %d node(s), %d check(s) passed, %d warning(s)\n", len(rep.Nodes), len(rep.Checks)-rep.Warned, rep.Warned)
-	return nil
+	_, err := fmt.Fprintln(deps.Out, okLine)
+	return err
 }
 
 // verifyClient picks the credentials: --kubeconfig, admin.conf, else the node's kubelet.conf
