@@ -79,7 +79,7 @@ func TestDiagnoseFaults(t *testing.T) {
 	}
 	c.WaitNodeCondition(t, "w7", corev1.NodeReady, corev1.ConditionTrue, 2*time.Minute)
 	waitDiagnosis(t, c, "w7", "", time.Minute)
-	healthy := func() {
+	healthy := func(t *testing.T) {
 		t.Helper()
 		c.WaitNodeCondition(t, "w7", corev1.NodeReady, corev1.ConditionTrue, 3*time.Minute)
 		waitDiagnosis(t, c, "w7", "", 2*time.Minute)
@@ -93,7 +93,7 @@ func TestDiagnoseFaults(t *testing.T) {
 		}
 		waitDiagnosis(t, c, "w7", "kubelet.service", 30*time.Second)
 		c.MustRun(t, "w7", "systemctl", "start", "kubelet")
-		healthy()
+		healthy(t)
 	})
 	t.Run("containerd stopped", func(t *testing.T) {
 		if err := c.StopContainerd("w7"); err != nil {
@@ -107,7 +107,7 @@ func TestDiagnoseFaults(t *testing.T) {
 		if err := c.StartContainerd(context.Background(), "w7"); err != nil {
 			t.Fatal(err)
 		}
-		healthy()
+		healthy(t)
 	})
 	t.Run("CNI configuration removed", func(t *testing.T) {
 		dir, saved := c.HostPath("w7", "/etc/cni/net.d"), c.HostPath("w7", "/run/lab/cni-saved")
@@ -125,12 +125,19 @@ func TestDiagnoseFaults(t *testing.T) {
 		}
 		waitDiagnosis(t, c, "w7", "cni.config", 30*time.Second)
 		c.WaitNodeCondition(t, "w7", corev1.NodeReady, corev1.ConditionFalse, 2*time.Minute)
+		// Repair: put the configuration back and restart the runtime, which then loads it.
 		for _, e := range entries {
 			if err := os.Rename(filepath.Join(saved, e.Name()), filepath.Join(dir, e.Name())); err != nil {
 				t.Fatal(err)
 			}
 		}
-		healthy()
+		if err := c.StopContainerd("w7"); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.StartContainerd(context.Background(), "w7"); err != nil {
+			t.Fatal(err)
+		}
+		healthy(t)
 	})
 	t.Run("API server unreachable", func(t *testing.T) {
 		cp1 := c.Hosts["cp1"].IP
@@ -153,7 +160,7 @@ func TestDiagnoseFaults(t *testing.T) {
 		// The cluster sees it too: the Lease stops renewing and the Node goes Unknown.
 		c.WaitNodeCondition(t, "w7", corev1.NodeReady, corev1.ConditionUnknown, 2*time.Minute)
 		c.MustRun(t, "w7", append([]string{"iptables", "-D"}, rule...)...)
-		healthy()
+		healthy(t)
 	})
 	t.Run("client certificate expired", func(t *testing.T) {
 		caPEM, err1 := c.ReadFile("cp1", "/etc/kubernetes/pki/ca.crt")
@@ -201,7 +208,7 @@ func TestDiagnoseFaults(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.MustRun(t, "w7", "systemctl", "restart", "kubelet")
-		healthy()
+		healthy(t)
 	})
 	if err := wait.PollUntilContextTimeout(context.Background(), time.Second, time.Minute, true, func(context.Context) (bool, error) {
 		_, code := runVerify(t, c, "w7")

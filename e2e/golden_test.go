@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"kjoin.dev/kjoin/e2e/framework"
-	"kjoin.dev/kjoin/e2e/lab"
 )
 
 // TestWriteGoldenManifests writes real kubeadm's manifests for the lab's fixed
@@ -23,13 +22,16 @@ func TestWriteGoldenManifests(t *testing.T) {
 	}
 	c := framework.Get(t)
 	h := c.Host(t, "cp2")
-	writeToken(t, c, "cp2", lab.Token)
-	tok, err := os.ReadFile(c.HostPath("cp2", "/run/lab/token"))
+	// With admin.conf present and --control-plane, kubeadm skips discovery (its re-run rule)
+	// and renders the manifests from the cluster's ClusterConfiguration.
+	admin, err := c.ReadFile("cp1", "/etc/kubernetes/admin.conf")
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.MustRun(t, "cp2", "kubeadm", "join", "phase", "control-plane-prepare", "control-plane", lab.Endpoint(), "--token", string(tok[:len(tok)-1]),
-		"--discovery-token-ca-cert-hash", c.CAHash, "--control-plane", "--apiserver-advertise-address", h.IP, "--dry-run")
+	if err := os.WriteFile(c.HostPath("cp2", "/etc/kubernetes/admin.conf"), admin, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.MustRun(t, "cp2", "kubeadm", "join", "phase", "control-plane-prepare", "control-plane", "--control-plane", "--apiserver-advertise-address", h.IP, "--dry-run")
 	dry, _ := filepath.Glob(c.HostPath("cp2", "/etc/kubernetes/tmp/kubeadm-join-dryrun*"))
 	if len(dry) == 0 {
 		t.Fatal("kubeadm wrote no dry-run manifests")
