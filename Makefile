@@ -5,7 +5,7 @@ export KJOIN_CACHE ?= /var/cache/kjoin
 export KJOIN_ARTIFACTS ?= $(CURDIR)/_artifacts
 E2E_TIMEOUT ?= 70m
 
-.PHONY: all build check fuzz test e2e components lab-up lab-down lab-status demo bench clean
+.PHONY: all build check fuzz test dist e2e components lab-up lab-down lab-status demo bench clean
 
 all: build
 
@@ -69,3 +69,24 @@ bench: build components
 ## demo: lab up, kjoin a worker and a control plane, show nodes and etcd members
 demo: build components
 	KJOIN_BIN=$(CURDIR)/bin/kjoin KJOIN_COMPONENTS=$$(e2e/components/build.sh) e2e/scripts/demo.sh
+
+## dist: static, stripped, version-stamped kjoin for linux/amd64 and linux/arm64, shell
+## completions, .deb packages (nfpm) and SHA256SUMS in dist/
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+BUILD_DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+NFPM ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
+DIST_LDFLAGS = -s -w -X kjoin.dev/kjoin/cmd/kjoin/app.Version=$(VERSION) -X kjoin.dev/kjoin/cmd/kjoin/app.Commit=$(COMMIT) -X kjoin.dev/kjoin/cmd/kjoin/app.BuildDate=$(BUILD_DATE)
+dist:
+	rm -rf dist && mkdir -p dist/completions
+	for arch in amd64 arm64; do \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags "$(DIST_LDFLAGS)" -o dist/kjoin-linux-$$arch ./cmd/kjoin || exit 1; \
+	done
+	for sh in bash zsh fish; do dist/kjoin-linux-amd64 completion $$sh > dist/completions/kjoin.$$sh || exit 1; done
+	v='$(VERSION)'; case $$v in v[0-9]*) deb=$${v#v} ;; *) deb=0.0.0~git$$v ;; esac; \
+	for arch in amd64 arm64; do \
+	  cp dist/kjoin-linux-$$arch dist/kjoin && \
+	  DEB_ARCH=$$arch DEB_VERSION=$$deb $(NFPM) package --packager deb --config packaging/nfpm.yaml --target dist/ || exit 1; \
+	done; rm -f dist/kjoin
+	cd dist && sha256sum kjoin-linux-* *.deb > SHA256SUMS
+	dist/kjoin-linux-amd64 version

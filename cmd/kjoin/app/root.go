@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -106,20 +107,49 @@ func NewRootCmd(deps *Deps) *cobra.Command {
 	return root
 }
 
-// Version is set at build time.
-var Version = "dev"
+// Build stamps, set with -ldflags "-X kjoin.dev/kjoin/cmd/kjoin/app.Version=..." by make dist;
+// an unstamped build says "dev".
+var (
+	Version   = "dev"
+	Commit    = ""
+	BuildDate = ""
+)
 
-// NewCmdVersion prints the version.
+// VersionInfo is what kjoin version prints.
+type VersionInfo struct {
+	Version   string `json:"version"`
+	Commit    string `json:"commit,omitempty"`
+	BuildDate string `json:"buildDate,omitempty"`
+	GoVersion string `json:"goVersion"`
+	Platform  string `json:"platform"`
+}
+
+// VersionOptions are the flags of kjoin version.
+type VersionOptions struct{ Output string }
+
+// NewCmdVersion builds kjoin version.
 func NewCmdVersion(deps *Deps) *cobra.Command {
-	return &cobra.Command{
+	o := &VersionOptions{}
+	cmd := &cobra.Command{
 		Use:   "version",
-		Short: "Print the kjoin version",
+		Short: "Print the kjoin version, commit, build date, Go version and platform",
 		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			_, err := fmt.Fprintln(deps.Out, "kjoin", Version)
-			return err
-		},
+		RunE:  func(*cobra.Command, []string) error { return runVersion(deps, o) },
 	}
+	cmd.Flags().StringVarP(&o.Output, "output", "o", "text", "output format: text or json")
+	return cmd
+}
+
+func runVersion(deps *Deps, o *VersionOptions) error {
+	if err := checkOutput(o.Output, "text", "json"); err != nil {
+		return err
+	}
+	v := VersionInfo{Version: Version, Commit: Commit, BuildDate: BuildDate, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+	if o.Output == "json" {
+		return printObject(deps.Out, "json", v)
+	}
+	_, err := fmt.Fprintf(deps.Out, "kjoin %s (commit %s, built %s, %s, %s)\n", v.Version, dash(v.Commit), dash(v.BuildDate), v.GoVersion, v.Platform)
+	return err
 }
 
 // HostEnv is the real environment: the host's files under root, systemctl, real clients.

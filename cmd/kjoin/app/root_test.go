@@ -26,3 +26,15 @@ func TestSecretEnvIsNotInherited(t *testing.T) {
 		t.Error("KJOIN_TOKEN is still in the environment")
 	}
 }
+
+func TestVersionJSON(t *testing.T) {
+	deps, out, _ := testDeps("", nil)
+	if code := Run(t.Context(), deps, []string{"version", "-o", "json"}); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{`"version": "dev"`, `"goVersion": "go`, `"platform": "linux/`} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("version output lacks %s:\n%s", want, out)
+		}
+	}
+}
