@@ -2,7 +2,6 @@ package manifests
 
 import (
 	"bytes"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,8 +9,6 @@ import (
 
 	cc "kjoin.dev/kjoin/clusterconfig"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 const clusterConfig = `apiServer: {}
 apiVersion: kubeadm.k8s.io/v1beta4
@@ -35,21 +32,6 @@ networking:
   serviceSubnet: 10.96.0.0/12
 scheduler: {}
 `
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	p := filepath.Join("testdata", name)
-	if *update {
-		_ = os.WriteFile(p, got, 0o644)
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("%v (go test -update creates it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from golden:\n%s", name, got)
-	}
-}
 
 // TestRenderMatchesRealKubeadm compares kjoin's render with manifests real kubeadm v1.37.2
 // wrote in the lab for the same ClusterConfiguration and node (testdata/kubeadm, produced by
