@@ -38,3 +38,11 @@ func TestVersionJSON(t *testing.T) {
 		}
 	}
 }
+
+// A release build (no kjoin_fault tag, as this test binary) has no fault hook, whatever the
+// environment says.
+func TestReleaseBuildHasNoFaultHook(t *testing.T) {
+	if faultHook(func(string) string { return "preflight" }) != nil {
+		t.Error("the kill hook is compiled into a build without the kjoin_fault tag")
+	}
+}
