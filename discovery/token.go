@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
@@ -278,7 +280,8 @@ func (r *Request) fetchSigned(ctx context.Context, tlsCfg *tls.Config) (*fetched
 	sigKey := bootstrapapi.JWSSignatureKeyPrefix + r.Token.ID
 	var unsignedSince time.Time
 	noSignatures := false
-	delay := 200 * time.Millisecond
+	// Retry every 200 ms at first, doubling to at most 2 s.
+	bo := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Cap: 2 * time.Second, Steps: math.MaxInt32}
 	var lastErr error
 	for {
 		ans, err := r.get(ctx, client, url)
@@ -333,10 +336,7 @@ func (r *Request) fetchSigned(ctx context.Context, tlsCfg *tls.Config) (*fetched
 					WithHint("the controller-manager signs cluster-info (controllers bootstrapsigner): check that it runs, and that the token has usage-bootstrap-signing")
 			}
 			return nil, operr.Wrap(operr.Timeout, lastErr, "discovery timed out reading cluster-info from "+r.Endpoint, "check that the API server is up and reachable from this node, or raise timeouts.discovery")
-		case <-r.Clock.After(delay):
-		}
-		if delay *= 2; delay > 2*time.Second {
-			delay = 2 * time.Second
+		case <-r.Clock.After(bo.Step()):
 		}
 	}
 }

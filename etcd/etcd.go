@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 
 	"kjoin.dev/kjoin/operr"
@@ -161,7 +163,7 @@ func (j *Join) Run(ctx context.Context) (res *Result, err error) {
 // addLearner adds the learner, retrying what etcd reports as passing: a cluster that has
 // just changed membership is "unhealthy" for a few seconds, leaders change, calls time out.
 func (j *Join) addLearner(ctx context.Context) (*clientv3.MemberAddResponse, error) {
-	delay := j.Interval
+	bo := backoff(j.Interval)
 	for {
 		cctx, cancel := context.WithTimeout(ctx, j.CallTimeout)
 		added, err := j.Cluster.MemberAddAsLearner(cctx, []string{j.PeerURL})
@@ -173,10 +175,7 @@ func (j *Join) addLearner(ctx context.Context) (*clientv3.MemberAddResponse, err
 		select {
 		case <-ctx.Done():
 			return nil, err
-		case <-j.Clock.After(delay):
-		}
-		if delay *= 2; delay > 4*time.Second {
-			delay = 4 * time.Second
+		case <-j.Clock.After(bo.Step()):
 		}
 	}
 }
@@ -224,7 +223,7 @@ func (j *Join) waitStarted(ctx context.Context, id uint64) error {
 }
 
 func (j *Join) promote(ctx context.Context, id uint64) error {
-	delay := j.Interval
+	bo := backoff(j.Interval)
 	for {
 		cctx, cancel := context.WithTimeout(ctx, j.CallTimeout)
 		_, err := j.Cluster.MemberPromote(cctx, id)
@@ -245,10 +244,7 @@ func (j *Join) promote(ctx context.Context, id uint64) error {
 		select {
 		case <-ctx.Done():
 			return operr.Wrap(operr.Timeout, err, fmt.Sprintf("etcd learner %x did not catch up to be promoted within %s", id, j.Timeout), "check etcd's logs on this node and the network between control planes")
-		case <-j.Clock.After(delay):
-		}
-		if delay *= 2; delay > 4*time.Second {
-			delay = 4 * time.Second
+		case <-j.Clock.After(bo.Step()):
 		}
 	}
 }
@@ -290,10 +286,16 @@ func etcdError(err error, what string) error {
 	return operr.Wrap(operr.Other, err, what, "")
 }
 
+// backoff is the retry schedule of membership changes etcd refuses for a while: from initial,
+// doubling, at most 4 s apart.
+func backoff(initial time.Duration) wait.Backoff {
+	return wait.Backoff{Duration: initial, Factor: 2, Cap: 4 * time.Second, Steps: math.MaxInt32}
+}
+
 // RemoveMember removes a member, retrying passing refusals (etcd refuses membership changes
 // for a few seconds after the last one) until ctx ends.
 func RemoveMember(ctx context.Context, c Cluster, id uint64, clk clock.Clock) error {
-	delay := 500 * time.Millisecond
+	bo := backoff(500 * time.Millisecond)
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		_, err := c.MemberRemove(cctx, id)
@@ -307,10 +309,7 @@ func RemoveMember(ctx context.Context, c Cluster, id uint64, clk clock.Clock) er
 		select {
 		case <-ctx.Done():
 			return err
-		case <-clk.After(delay):
-		}
-		if delay *= 2; delay > 4*time.Second {
-			delay = 4 * time.Second
+		case <-clk.After(bo.Step()):
 		}
 	}
 }
