@@ -37,7 +37,7 @@ type adminClient struct {
 func newAdminClient(deps *Deps, o *AdminOptions) (*adminClient, error) {
 	c, cfg, err := deps.NewEnv(o.Root, 0).ClientFromKubeconfig(o.Kubeconfig)
 	if err != nil {
-		return nil, operr.Wrap(operr.Usage, err, "cannot use the admin kubeconfig "+o.Kubeconfig, "run on a control plane, or pass --kubeconfig")
+		return nil, operr.Wrap(operr.Usage, err, "cannot read the admin kubeconfig "+o.Kubeconfig, "run on a control plane, or pass --kubeconfig")
 	}
 	return &adminClient{client: c, server: cfg.Host, caData: cfg.TLSClientConfig.CAData}, nil
 }
