@@ -63,19 +63,13 @@ func (v *verifier) etcdClusterChecks(ctx context.Context, members []member, cont
 	}
 	v.add(count)
 	var sick []string
-	conn, err := v.dial(ctx)
-	if err != nil {
-		v.add(Check{ID: "etcd.health", Status: Warn, Summary: "etcd health not checked", Evidence: err.Error()})
-		return
-	}
-	defer conn.Close()
 	for _, m := range members {
 		if m.ClientURL == "" {
 			sick = append(sick, fmt.Sprintf("%x (%s): no client URL (never started)", m.ID, m.Name))
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		_, err := conn.Status(cctx, m.ClientURL)
+		_, err := v.conn.Status(cctx, m.ClientURL)
 		cancel()
 		if err != nil {
 			sick = append(sick, fmt.Sprintf("%s (%s): %v", m.Name, m.ClientURL, err))
@@ -88,7 +82,8 @@ func (v *verifier) etcdClusterChecks(ctx context.Context, members []member, cont
 	v.add(Check{ID: "etcd.health", Status: Pass, Summary: fmt.Sprintf("all %d etcd members healthy", len(members))})
 }
 
-// etcdMembers lists the members once per run.
+// etcdMembers connects to etcd and lists the members, once per run; the connection stays
+// open for the health checks (Run closes it).
 func (v *verifier) etcdMembers(ctx context.Context) ([]member, error) {
 	if v.membersRead {
 		return v.members, v.membersErr
@@ -99,7 +94,7 @@ func (v *verifier) etcdMembers(ctx context.Context) ([]member, error) {
 		v.membersErr = err
 		return nil, err
 	}
-	defer conn.Close()
+	v.conn = conn
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	list, err := conn.MemberList(cctx)

@@ -118,6 +118,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		sort.Strings(names)
 	}
 	v := &verifier{o: o, r: &Report{Nodes: names, Checks: []Check{}}}
+	defer func() {
+		if v.conn != nil {
+			_ = v.conn.Close()
+		}
+	}()
 	v.allocatesPodCIDRs = v.podCIDRsAllocated(ctx, all.Items)
 	csrs, csrErr := o.Client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
 	var etcdChecked bool
@@ -147,6 +152,8 @@ type verifier struct {
 	members           []member
 	membersErr        error
 	membersRead       bool
+	conn              etcd.Conn // open once the members were listed
+
 }
 
 func (v *verifier) add(c Check) {

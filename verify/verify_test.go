@@ -134,6 +134,8 @@ func cluster(t *testing.T, objs ...runtime.Object) (Options, *fakeEtcd, *httptes
 
 func TestHealthyClusterPasses(t *testing.T) {
 	o, _, _ := cluster(t)
+	dials, dial := 0, o.Etcd
+	o.Etcd = func(eps []string) (etcd.Conn, error) { dials++; return dial(eps) }
 	r, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -148,6 +150,9 @@ func TestHealthyClusterPasses(t *testing.T) {
 	}
 	if c := byID(r, "", "etcd.count"); c.Status != Pass {
 		t.Errorf("etcd.count: %+v", c)
+	}
+	if dials != 1 {
+		t.Errorf("etcd dialled %d times, want once per run", dials)
 	}
 }
 
