@@ -57,11 +57,24 @@ type Join struct {
 	PeerURL string
 	// WriteManifest writes the etcd static pod with the cluster's members (the kubelet starts it).
 	WriteManifest func(members []Member) error
-	Timeout       time.Duration
-	Interval      time.Duration
-	CallTimeout   time.Duration
-	Clock         clock.Clock
-	Logf          func(format string, args ...any)
+	// RemoveManifest removes the etcd static pod again when the join fails, so the kubelet
+	// starts no etcd for a member that is not in the cluster; wipeData also empties the data
+	// dir (the member was removed, so its data can never be used again).
+	RemoveManifest func(wipeData bool) error
+	// Status asks one member (client URL) for its status; with it a join that loses etcd
+	// quorum fails after QuorumGrace instead of waiting for the timeout.
+	Status      func(ctx context.Context, endpoint string) (*clientv3.StatusResponse, error)
+	QuorumGrace time.Duration
+	// At marks points inside the join for the lab's fault injection (may be nil).
+	At          func(point string)
+	Timeout     time.Duration
+	Interval    time.Duration
+	CallTimeout time.Duration
+	Clock       clock.Clock
+	Logf        func(format string, args ...any)
+
+	members  []*etcdserverpb.Member // the last membership seen
+	lostFrom time.Time              // when quorum was first seen lost, zero while it holds
 }
 
 // Result reports what a join did.
@@ -87,6 +100,12 @@ func (j *Join) Run(ctx context.Context) (res *Result, err error) {
 	if j.Logf == nil {
 		j.Logf = func(string, ...any) {}
 	}
+	if j.At == nil {
+		j.At = func(string) {}
+	}
+	if j.QuorumGrace == 0 {
+		j.QuorumGrace = 10 * time.Second
+	}
 	res = &Result{}
 	ctx, cancel := context.WithTimeout(ctx, j.Timeout)
 	defer cancel()
@@ -108,6 +127,7 @@ func (j *Join) Run(ctx context.Context) (res *Result, err error) {
 		defer ucancel()
 		_ = j.Lock.Unlock(uctx)
 	}()
+	j.At("etcd-join/locked")
 
 	members, err := j.list(ctx)
 	if err != nil {
@@ -139,13 +159,10 @@ func (j *Join) Run(ctx context.Context) (res *Result, err error) {
 			j.Logf("added learner %x for %s (%s)", res.ID, j.Name, j.PeerURL)
 		}
 	}
+	j.At("etcd-join/learner-added")
 	defer func() {
-		if err != nil && res.Added {
-			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), j.CallTimeout)
-			defer rcancel()
-			if _, rerr := j.Cluster.MemberRemove(rctx, res.ID); rerr == nil {
-				j.Logf("removed learner %x that this failed join had added", res.ID)
-			}
+		if err != nil {
+			err = j.undo(ctx, res, err)
 		}
 	}()
 	if err = j.WriteManifest(initialCluster(members, res.ID, j.Name)); err != nil {
@@ -154,6 +171,7 @@ func (j *Join) Run(ctx context.Context) (res *Result, err error) {
 	if err = j.waitStarted(ctx, res.ID); err != nil {
 		return res, err
 	}
+	j.At("etcd-join/promoting")
 	if err = j.promote(ctx, res.ID); err != nil {
 		return res, err
 	}
@@ -199,7 +217,91 @@ func (j *Join) list(ctx context.Context) ([]*etcdserverpb.Member, error) {
 	if err != nil {
 		return nil, err
 	}
+	j.members = r.Members
 	return r.Members, nil
+}
+
+// undo runs when the join failed after its learner existed: a learner this run added is
+// removed (retried for a few seconds: etcd may be electing a leader), and the etcd manifest
+// is removed in any case, so no etcd starts for a member that is not in the cluster. The
+// data dir is wiped only with the member gone. A learner that cannot be removed (no quorum)
+// is named in the error: the next run resumes it.
+func (j *Join) undo(ctx context.Context, res *Result, cause error) error {
+	removed := false
+	if res.Added {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*j.CallTimeout)
+		rerr := RemoveMember(rctx, j.Cluster, res.ID, j.Clock)
+		cancel()
+		if rerr == nil {
+			removed = true
+			j.Logf("removed learner %x that this failed join had added", res.ID)
+		} else {
+			left := fmt.Sprintf("the learner %x this join added could not be removed (%v): the next run resumes it, or remove it with etcdctl member remove %x", res.ID, rerr, res.ID)
+			if oe, ok := operr.As(cause); ok {
+				oe.What += "; " + left
+			} else {
+				cause = fmt.Errorf("%w; %s", cause, left)
+			}
+		}
+	}
+	if j.RemoveManifest != nil {
+		if merr := j.RemoveManifest(removed); merr != nil {
+			j.Logf("could not remove the etcd manifest of the failed join: %v", merr)
+		} else {
+			j.Logf("removed the etcd manifest of the failed join")
+		}
+	}
+	return cause
+}
+
+// quorumLost is called after a failed membership call: it asks every voting member of the
+// last membership seen for its status, and returns an error naming the lost quorum once
+// fewer than a majority have had a leader for QuorumGrace (a leader election takes a second
+// or two; a stopped member's cluster never recovers by waiting).
+func (j *Join) quorumLost(ctx context.Context) error {
+	if j.Status == nil || len(j.members) == 0 {
+		return nil
+	}
+	var voters, healthy int
+	var detail []string
+	for _, m := range j.members {
+		if m.IsLearner {
+			continue
+		}
+		voters++
+		name := m.Name
+		if name == "" {
+			name = strconv.FormatUint(m.ID, 16)
+		}
+		if len(m.ClientURLs) == 0 {
+			detail = append(detail, name+": not started")
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		st, err := j.Status(cctx, m.ClientURLs[0])
+		cancel()
+		switch {
+		case err != nil:
+			detail = append(detail, name+": unreachable")
+		case st.Leader == 0:
+			detail = append(detail, name+": no leader")
+		default:
+			healthy++
+		}
+	}
+	if healthy > voters/2 {
+		j.lostFrom = time.Time{}
+		return nil
+	}
+	if j.lostFrom.IsZero() {
+		j.lostFrom = j.Clock.Now()
+	}
+	if j.Clock.Since(j.lostFrom) < j.QuorumGrace {
+		return nil
+	}
+	return &operr.Error{Code: operr.Other, Retryable: true,
+		What: fmt.Sprintf("etcd lost quorum during the join: %d of %d voting members have a leader (%s)", healthy, voters, strings.Join(detail, ", ")),
+		Hint: "bring the other control planes' etcd back (quorum needs a majority of voters), then run the same command again"}
 }
 
 func (j *Join) waitStarted(ctx context.Context, id uint64) error {
@@ -211,6 +313,8 @@ func (j *Join) waitStarted(ctx context.Context, id uint64) error {
 					return nil
 				}
 			}
+		} else if qerr := j.quorumLost(ctx); qerr != nil {
+			return qerr
 		}
 		select {
 		case <-ctx.Done():
@@ -239,6 +343,9 @@ func (j *Join) promote(ctx context.Context, id uint64) error {
 					return nil
 				}
 			}
+		}
+		if qerr := j.quorumLost(ctx); qerr != nil {
+			return qerr
 		}
 		j.Logf("promote %x: %v (retrying: the learner is still catching up)", id, err)
 		select {
@@ -321,7 +428,8 @@ type Conn interface {
 	// Status asks one member (its client URL) for its status: an error means unhealthy.
 	Status(ctx context.Context, endpoint string) (*clientv3.StatusResponse, error)
 	// NewLock creates the join lock; its lease (ttl seconds) releases it if this process dies.
-	NewLock(ttl int) (Locker, error)
+	// ctx bounds the lease grant (which needs quorum), not the lock's life.
+	NewLock(ctx context.Context, ttl int) (Locker, error)
 	Close() error
 }
 
@@ -336,7 +444,9 @@ func Dial(endpoints []string, tlsCfg *tls.Config) (Conn, error) {
 
 type conn struct{ *clientv3.Client }
 
-func (c *conn) NewLock(ttl int) (Locker, error) { return NewMutexLock(c.Client, ttl) }
+func (c *conn) NewLock(ctx context.Context, ttl int) (Locker, error) {
+	return NewMutexLock(ctx, c.Client, ttl)
+}
 
 // MutexLock is a Locker backed by an etcd session and mutex.
 type MutexLock struct {
@@ -345,9 +455,14 @@ type MutexLock struct {
 }
 
 // NewMutexLock creates the join lock on cli. The session's lease (TTL seconds) releases the
-// lock if this process dies.
-func NewMutexLock(cli *clientv3.Client, ttl int) (*MutexLock, error) {
-	s, err := concurrency.NewSession(cli, concurrency.WithTTL(ttl))
+// lock if this process dies. The lease is granted under ctx, so a cluster without quorum
+// fails here instead of hanging.
+func NewMutexLock(ctx context.Context, cli *clientv3.Client, ttl int) (*MutexLock, error) {
+	lease, err := cli.Grant(ctx, int64(ttl))
+	if err != nil {
+		return nil, err
+	}
+	s, err := concurrency.NewSession(cli, concurrency.WithLease(lease.ID))
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 // fakeCluster is an in-memory etcd membership.
 type fakeCluster struct {
 	mu            sync.Mutex
+	noQuorum      bool // membership calls fail as etcd does without a leader
 	members       []*etcdserverpb.Member
 	nextID        uint64
 	addErrs       []error // returned by successive MemberAddAsLearner calls first
@@ -28,15 +29,18 @@ type fakeCluster struct {
 }
 
 func newFake() *fakeCluster {
-	return &fakeCluster{nextID: 100, members: []*etcdserverpb.Member{{ID: 1, Name: "cp1", PeerURLs: []string{"https://10.0.0.1:2380"}}}}
+	return &fakeCluster{nextID: 100, members: []*etcdserverpb.Member{{ID: 1, Name: "cp1", PeerURLs: []string{"https://10.0.0.1:2380"}, ClientURLs: []string{"https://10.0.0.1:2379"}}}}
 }
 
 func (f *fakeCluster) MemberList(context.Context, ...clientv3.OpOption) (*clientv3.MemberListResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.noQuorum {
+		return nil, rpctypes.ErrTimeout
+	}
 	var ms []*etcdserverpb.Member
 	for _, m := range f.members {
-		c := &etcdserverpb.Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, IsLearner: m.IsLearner}
+		c := &etcdserverpb.Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, IsLearner: m.IsLearner, ClientURLs: m.ClientURLs}
 		if c.Name == "" && f.started {
 			c.Name = "cp2"
 		}
@@ -69,6 +73,9 @@ func (f *fakeCluster) MemberPromote(_ context.Context, id uint64) (*clientv3.Mem
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.promoteCalled++
+	if f.noQuorum {
+		return nil, rpctypes.ErrNoLeader
+	}
 	if f.promoteFails > 0 {
 		f.promoteFails--
 		return nil, rpctypes.ErrMemberLearnerNotReady
@@ -86,6 +93,9 @@ func (f *fakeCluster) MemberPromote(_ context.Context, id uint64) (*clientv3.Mem
 func (f *fakeCluster) MemberRemove(_ context.Context, id uint64) (*clientv3.MemberRemoveResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.noQuorum {
+		return nil, errors.New("etcdserver: request timed out")
+	}
 	f.removed = append(f.removed, id)
 	for i, m := range f.members {
 		if m.ID == id {
@@ -210,5 +220,74 @@ func TestNonRetryableAddFails(t *testing.T) {
 	j, _ := newJoin(f, &fakeLock{}, &logs)
 	if _, err := j.Run(context.Background()); err == nil || f.addCalls != 1 {
 		t.Fatalf("err %v after %d adds", err, f.addCalls)
+	}
+}
+
+// A voter stops while the learner waits to be promoted (2 voters, quorum lost): the join
+// fails within QuorumGrace naming quorum, not after its timeout; the learner cannot be
+// removed without quorum and the error says so; the manifest is removed, the data kept.
+func TestJoinFailsFastWhenQuorumIsLost(t *testing.T) {
+	f := newFake()
+	f.members = append(f.members, &etcdserverpb.Member{ID: 2, Name: "cp3", PeerURLs: []string{"https://10.0.0.3:2380"}, ClientURLs: []string{"https://10.0.0.3:2379"}})
+	var logs []string
+	j, _ := newJoin(f, &fakeLock{}, &logs)
+	j.Timeout, j.QuorumGrace = time.Minute, 50*time.Millisecond
+	var asked []string
+	j.Status = func(_ context.Context, ep string) (*clientv3.StatusResponse, error) {
+		asked = append(asked, ep)
+		if ep == "https://10.0.0.3:2379" {
+			return nil, context.DeadlineExceeded
+		}
+		return &clientv3.StatusResponse{}, nil // answers, but has no leader
+	}
+	var removedManifest, wiped int
+	j.RemoveManifest = func(wipe bool) error {
+		removedManifest++
+		if wipe {
+			wiped++
+		}
+		return nil
+	}
+	j.At = func(p string) {
+		if p == "etcd-join/promoting" {
+			f.mu.Lock()
+			f.noQuorum = true
+			f.mu.Unlock()
+		}
+	}
+	start := time.Now()
+	_, err := j.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "etcd lost quorum during the join: 0 of 2 voting members have a leader (cp1: no leader, cp3: unreachable)") {
+		t.Fatalf("err %v", err)
+	}
+	if !strings.Contains(err.Error(), "learner 64 this join added could not be removed") {
+		t.Errorf("error does not name the learner left behind: %v", err)
+	}
+	if time.Since(start) > 30*time.Second {
+		t.Errorf("took %s: waited for the timeout instead of failing on lost quorum", time.Since(start))
+	}
+	if removedManifest != 1 || wiped != 0 {
+		t.Errorf("manifest removed %d times, data wiped %d times; want 1 and 0", removedManifest, wiped)
+	}
+	if len(asked) == 0 {
+		t.Error("no member was asked for its status")
+	}
+}
+
+// A failed join whose learner was removed removes the manifest and wipes the data dir, so
+// the kubelet never starts an etcd of a removed member.
+func TestJoinFailureRemovesManifestAndData(t *testing.T) {
+	f := newFake()
+	f.promoteFails = 1 << 30
+	var logs []string
+	j, _ := newJoin(f, &fakeLock{}, &logs)
+	j.Timeout = 200 * time.Millisecond
+	var calls []bool
+	j.RemoveManifest = func(wipe bool) error { calls = append(calls, wipe); return nil }
+	if _, err := j.Run(context.Background()); err == nil {
+		t.Fatal("join succeeded")
+	}
+	if len(f.removed) != 1 || len(calls) != 1 || !calls[0] {
+		t.Errorf("removed %v, manifest removals (wipe) %v", f.removed, calls)
 	}
 }

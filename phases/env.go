@@ -95,6 +95,17 @@ type Env struct {
 	SocketReachable func(path string) bool
 	// LocalAddressFor returns this host's IP on the route to endpoint (host:port).
 	LocalAddressFor func(endpoint string) (string, error)
+	// Fault is the lab's fault point: called at named points inside phases ("tls-bootstrap/
+	// csr-created", "etcd-join/locked", …) so a test can pause, kill or disturb the join
+	// exactly there. Nil in release builds.
+	Fault func(point string)
+}
+
+// At marks a named point inside a phase for the lab's fault injection (a no-op without it).
+func (e *Env) At(point string) {
+	if e.Fault != nil {
+		e.Fault(point)
+	}
 }
 
 // Logf prints a progress line for a phase.

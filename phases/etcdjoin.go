@@ -61,16 +61,32 @@ func runEtcdJoin(ctx context.Context, e *Env, s *State) error {
 		return operr.Wrap(operr.Other, err, "connect to etcd at "+strings.Join(endpoints, ","), "")
 	}
 	defer cli.Close()
-	lock, err := cli.NewLock(30)
+	lctx, lcancel := context.WithTimeout(ctx, 10*time.Second)
+	lock, err := cli.NewLock(lctx, 30)
+	lcancel()
 	if err != nil {
-		return operr.Wrap(operr.Other, err, "cannot open an etcd session at "+strings.Join(endpoints, ","), "check etcd health on the existing control planes")
+		return operr.Wrap(operr.Other, err, "cannot open an etcd session at "+strings.Join(endpoints, ",")+" ("+etcdHealth(ctx, cli, endpoints)+")",
+			"etcd needs a majority of its voting members up (quorum): check etcd on the existing control planes, then run the same command again")
 	}
 	if err := os.MkdirAll(e.Paths.Of(s.Cluster.Etcd.Local.DataDir), 0o700); err != nil {
 		return err
 	}
 	j := &etcd.Join{
 		Cluster: cli, Lock: lock, Name: s.Opts.NodeName, PeerURL: peerURL,
-		Timeout: s.Opts.Timeouts.EtcdAPICall, Clock: e.Clock,
+		Timeout: s.Opts.Timeouts.EtcdAPICall, Clock: e.Clock, Status: cli.Status, At: e.At,
+		RemoveManifest: func(wipeData bool) error {
+			if err := os.Remove(e.Paths.Of(path.Join(ManifestsDir, "etcd.yaml"))); err != nil && !os.IsNotExist(err) {
+				return err
+			}
+			if !wipeData {
+				return nil
+			}
+			dir := e.Paths.Of(s.Cluster.Etcd.Local.DataDir)
+			if err := os.RemoveAll(dir); err != nil {
+				return err
+			}
+			return os.MkdirAll(dir, 0o700)
+		},
 		Logf: func(f string, a ...any) { e.Logf("etcd-join", f, a...) },
 		WriteManifest: func(members []etcd.Member) error {
 			var ms []manifests.Member
@@ -97,6 +113,25 @@ func runEtcdJoin(ctx context.Context, e *Env, s *State) error {
 	}
 	e.Logf("etcd-join", "etcd member %x (%s) votes", res.ID, s.Opts.NodeName)
 	return nil
+}
+
+// etcdHealth says, for an error message, which etcd members have a leader.
+func etcdHealth(ctx context.Context, cli etcd.Conn, endpoints []string) string {
+	var parts []string
+	for _, ep := range endpoints {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		st, err := cli.Status(cctx, ep)
+		cancel()
+		switch {
+		case err != nil:
+			parts = append(parts, ep+" unreachable")
+		case st.Leader == 0:
+			parts = append(parts, ep+" has no leader: quorum lost")
+		default:
+			parts = append(parts, fmt.Sprintf("%s has leader %x", ep, st.Leader))
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // etcdEndpoints lists the client URLs the existing etcd pods advertise (kubeadm's annotation).

@@ -134,4 +134,8 @@ func TestEtcdJoinRemovesItsLearnerOnFailure(t *testing.T) {
 	if len(c.etcd.added) != 1 || len(c.etcd.removed) != 1 || c.etcd.removed[0] != c.etcd.added[0] {
 		t.Errorf("added %x removed %x: the failed join must remove its own learner", c.etcd.added, c.etcd.removed)
 	}
+	// No manifest is left that would start the removed member's etcd.
+	if c.env.Exists(path.Join(ManifestsDir, "etcd.yaml")) {
+		t.Error("the etcd manifest of the removed learner is still there")
+	}
 }

@@ -104,11 +104,11 @@ func (f *fakeEtcd) Status(_ context.Context, endpoint string) (*clientv3.StatusR
 	if f.unhealthy[endpoint] {
 		return nil, errors.New("context deadline exceeded")
 	}
-	return &clientv3.StatusResponse{}, nil
+	return &clientv3.StatusResponse{Leader: 1}, nil
 }
 
-func (f *fakeEtcd) NewLock(int) (etcd.Locker, error) { return (*fakeLock)(f), nil }
-func (f *fakeEtcd) Close() error                     { return nil }
+func (f *fakeEtcd) NewLock(context.Context, int) (etcd.Locker, error) { return (*fakeLock)(f), nil }
+func (f *fakeEtcd) Close() error                                      { return nil }
 
 // member returns the member with a peer URL, or nil.
 func (f *fakeEtcd) member(peerURL string) *etcdserverpb.Member {

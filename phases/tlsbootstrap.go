@@ -84,6 +84,7 @@ func runTLSBootstrap(ctx context.Context, e *Env, s *State) error {
 		}
 		e.Logf("tls-bootstrap", "created CSR %s for system:node:%s (key generated on this node)", csrName, name)
 	}
+	e.At("tls-bootstrap/csr-created")
 	s.NodeKey, s.CSRName = req.Key, csrName
 	issued, err := tlsbootstrap.Wait(ctx, req, csrName)
 	if err != nil {

@@ -93,8 +93,10 @@ func (f *fakeEtcd) Status(_ context.Context, ep string) (*clientv3.StatusRespons
 	}
 	return &clientv3.StatusResponse{}, nil
 }
-func (f *fakeEtcd) NewLock(int) (etcd.Locker, error) { return nil, errors.New("read only") }
-func (f *fakeEtcd) Close() error                     { return nil }
+func (f *fakeEtcd) NewLock(context.Context, int) (etcd.Locker, error) {
+	return nil, errors.New("read only")
+}
+func (f *fakeEtcd) Close() error { return nil }
 
 func byID(r *Report, node, id string) Check {
 	for _, c := range r.Checks {

@@ -159,7 +159,9 @@ func runJoin(cmd *cobra.Command, deps *Deps, o *JoinOptions) error {
 	s := &phases.State{Opts: po, Warnings: warnings}
 	var results []phases.PhaseResult
 	if err == nil {
-		ro := phases.RunOptions{Skip: resolved.SkipPhases, AfterPhase: faultHook(deps.Getenv)}
+		afterPhase, at := faultHook(deps.Getenv)
+		env.Fault = at
+		ro := phases.RunOptions{Skip: resolved.SkipPhases, AfterPhase: afterPhase}
 		if o.OnlyPhase != "" {
 			ro.Only = []string{o.OnlyPhase}
 		}
