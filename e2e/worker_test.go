@@ -46,6 +46,7 @@ type joinJSON struct {
 	Node    string `json:"node"`
 	CAPin   string `json:"caCertHash"`
 	Ready   bool   `json:"ready"`
+	CSR     string `json:"csr"`
 	Phases  []struct {
 		Name   string `json:"name"`
 		Status string `json:"status"`

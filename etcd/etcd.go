@@ -41,6 +41,8 @@ type Locker interface {
 	TryLock(ctx context.Context) error
 	Lock(ctx context.Context) error
 	Unlock(ctx context.Context) error
+	// Lease is the ID of the lease that holds (or waits for) the lock.
+	Lease() int64
 }
 
 // ErrLocked means another joiner holds the lock.
@@ -430,6 +432,8 @@ type Conn interface {
 	// NewLock creates the join lock; its lease (ttl seconds) releases it if this process dies.
 	// ctx bounds the lease grant (which needs quorum), not the lock's life.
 	NewLock(ctx context.Context, ttl int) (Locker, error)
+	// RevokeLease revokes a lease (one an interrupted run left holding the join lock).
+	RevokeLease(ctx context.Context, lease int64) error
 	Close() error
 }
 
@@ -446,6 +450,14 @@ type conn struct{ *clientv3.Client }
 
 func (c *conn) NewLock(ctx context.Context, ttl int) (Locker, error) {
 	return NewMutexLock(ctx, c.Client, ttl)
+}
+
+func (c *conn) RevokeLease(ctx context.Context, lease int64) error {
+	_, err := c.Revoke(ctx, clientv3.LeaseID(lease))
+	if err != nil && errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return nil
+	}
+	return err
 }
 
 // MutexLock is a Locker backed by an etcd session and mutex.
@@ -468,6 +480,9 @@ func NewMutexLock(ctx context.Context, cli *clientv3.Client, ttl int) (*MutexLoc
 	}
 	return &MutexLock{session: s, mutex: concurrency.NewMutex(s, LockKey)}, nil
 }
+
+// Lease implements Locker.
+func (m *MutexLock) Lease() int64 { return int64(m.session.Lease()) }
 
 // TryLock implements Locker.
 func (m *MutexLock) TryLock(ctx context.Context) error { return m.mutex.TryLock(ctx) }

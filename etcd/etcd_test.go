@@ -120,6 +120,7 @@ func (l *fakeLock) TryLock(context.Context) error {
 }
 func (l *fakeLock) Lock(context.Context) error   { l.waited = true; l.locked++; return nil }
 func (l *fakeLock) Unlock(context.Context) error { l.unlocked++; return nil }
+func (l *fakeLock) Lease() int64                 { return 1 }
 
 func newJoin(f *fakeCluster, l *fakeLock, logs *[]string) (*Join, *[][]Member) {
 	var manifests [][]Member

@@ -61,12 +61,29 @@ func runEtcdJoin(ctx context.Context, e *Env, s *State) error {
 		return operr.Wrap(operr.Other, err, "connect to etcd at "+strings.Join(endpoints, ","), "")
 	}
 	defer cli.Close()
+	if j := s.Journal; j != nil && j.EtcdLockLease != 0 {
+		// An interrupted run of this node may still hold the lock: let it go now rather than
+		// wait for its lease to expire.
+		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+		if err := cli.RevokeLease(rctx, j.EtcdLockLease); err == nil {
+			e.Logf("etcd-join", "released the etcd join lock lease %x of an interrupted run", j.EtcdLockLease)
+		}
+		rcancel()
+		j.EtcdLockLease = 0
+	}
 	lctx, lcancel := context.WithTimeout(ctx, 10*time.Second)
 	lock, err := cli.NewLock(lctx, 30)
 	lcancel()
 	if err != nil {
 		return operr.Wrap(operr.Other, err, "cannot open an etcd session at "+strings.Join(endpoints, ",")+" ("+etcdHealth(ctx, cli, endpoints)+")",
 			"etcd needs a majority of its voting members up (quorum): check etcd on the existing control planes, then run the same command again")
+	}
+	if j := s.Journal; j != nil {
+		j.EtcdLockLease = lock.Lease()
+		if err := j.Save(e); err != nil {
+			return err
+		}
+		defer func() { j.EtcdLockLease = 0 }()
 	}
 	if err := os.MkdirAll(e.Paths.Of(s.Cluster.Etcd.Local.DataDir), 0o700); err != nil {
 		return err

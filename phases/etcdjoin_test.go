@@ -101,6 +101,27 @@ func TestEtcdJoinResumesItsLearner(t *testing.T) {
 	}
 }
 
+// A run killed holding the join lock left its lease in the journal: the next run revokes it
+// (instead of waiting out its TTL), and records its own lease while it holds the lock.
+func TestEtcdJoinRevokesTheLockLeaseOfAnInterruptedRun(t *testing.T) {
+	t.Parallel()
+	c := newCPHost(t)
+	s := &State{Opts: c.options(t), Journal: &Journal{EtcdLockLease: 0x77}}
+	if _, err := Run(context.Background(), c.env, s, Join, RunOptions{}); err != nil {
+		t.Fatalf("%v\n%s", err, c.out)
+	}
+	if len(c.etcd.revoked) != 1 || c.etcd.revoked[0] != 0x77 {
+		t.Errorf("revoked %x, want the interrupted run's lease 77", c.etcd.revoked)
+	}
+	if s.Journal.EtcdLockLease != 0 {
+		t.Errorf("the journal still names lock lease %x after the lock was released", s.Journal.EtcdLockLease)
+	}
+	j, err := LoadJournal(c.env)
+	if err != nil || j.EtcdLockLease != 0 {
+		t.Errorf("saved journal names lock lease %x (%v)", j.EtcdLockLease, err)
+	}
+}
+
 // Another joiner holds the lock past the timeout: busy (exit 7), retryable, nothing added.
 func TestEtcdJoinLockContentionIsBusy(t *testing.T) {
 	t.Parallel()

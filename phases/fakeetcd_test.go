@@ -20,6 +20,7 @@ type fakeEtcd struct {
 	members   []*etcdserverpb.Member
 	nextID    uint64
 	unhealthy map[string]bool // client URLs whose Status fails
+	revoked   []int64         // leases revoked
 	// started reports whether a learner's etcd has started (it then publishes its name).
 	started func() bool
 	// promoteRefusals are returned by MemberPromote before it succeeds (-1: always refuse).
@@ -110,6 +111,13 @@ func (f *fakeEtcd) Status(_ context.Context, endpoint string) (*clientv3.StatusR
 func (f *fakeEtcd) NewLock(context.Context, int) (etcd.Locker, error) { return (*fakeLock)(f), nil }
 func (f *fakeEtcd) Close() error                                      { return nil }
 
+func (f *fakeEtcd) RevokeLease(_ context.Context, lease int64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.revoked = append(f.revoked, lease)
+	return nil
+}
+
 // member returns the member with a peer URL, or nil.
 func (f *fakeEtcd) member(peerURL string) *etcdserverpb.Member {
 	f.mu.Lock()
@@ -123,6 +131,8 @@ func (f *fakeEtcd) member(peerURL string) *etcdserverpb.Member {
 }
 
 type fakeLock fakeEtcd
+
+func (l *fakeLock) Lease() int64 { return 0x4b1 }
 
 func (l *fakeLock) TryLock(context.Context) error {
 	l.mu.Lock()

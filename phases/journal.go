@@ -27,6 +27,9 @@ type Journal struct {
 	PendingKey   string `json:"pendingKey,omitempty"`
 	EtcdMemberID uint64 `json:"etcdMemberID,omitempty"`
 	EtcdPeerURL  string `json:"etcdPeerURL,omitempty"`
+	// EtcdLockLease is the lease of the etcd join lock while etcd-join runs: a run killed
+	// holding the lock has its lease revoked by the next run instead of waiting for its TTL.
+	EtcdLockLease int64 `json:"etcdLockLease,omitempty"`
 }
 
 // LoadJournal reads the journal; a missing journal is empty, not an error.

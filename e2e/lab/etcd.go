@@ -107,3 +107,66 @@ func (l *Lab) RemoveEtcdMember(ctx context.Context, name string) error {
 	}
 	return nil
 }
+
+// EtcdLeader returns the ID of the current etcd leader, as cp1's member sees it.
+func (l *Lab) EtcdLeader(ctx context.Context) (uint64, error) {
+	cli, err := l.Etcd()
+	if err != nil {
+		return 0, err
+	}
+	defer cli.Close()
+	st, err := cli.Status(ctx, cli.Endpoints()[0])
+	if err != nil {
+		return 0, err
+	}
+	return st.Leader, nil
+}
+
+// MoveEtcdLeader moves etcd leadership to the started voter named to and waits until the
+// cluster reports it as the leader.
+func (l *Lab) MoveEtcdLeader(ctx context.Context, to string) (from, toID uint64, err error) {
+	members, err := l.EtcdMembers(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, m := range members {
+		if m.Name == to && m.Started && !m.Learner {
+			toID = m.ID
+		}
+	}
+	if toID == 0 {
+		return 0, 0, fmt.Errorf("no started voter named %s in %+v", to, members)
+	}
+	if from, err = l.EtcdLeader(ctx); err != nil {
+		return 0, 0, err
+	}
+	if from == toID {
+		return from, toID, fmt.Errorf("%s already leads", to)
+	}
+	cli, err := l.Etcd()
+	if err != nil {
+		return 0, 0, err
+	}
+	defer cli.Close()
+	// The request must reach the leader: connect to its client URL.
+	ml, err := cli.MemberList(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	var leaderURL string
+	for _, m := range ml.Members {
+		if m.ID == from && len(m.ClientURLs) > 0 {
+			leaderURL = m.ClientURLs[0]
+		}
+	}
+	cli.SetEndpoints(leaderURL)
+	if _, err := cli.MoveLeader(ctx, toID); err != nil {
+		return from, toID, fmt.Errorf("move leader %x → %x: %w", from, toID, err)
+	}
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if now, err := l.EtcdLeader(ctx); err == nil && now == toID {
+			return from, toID, nil
+		}
+	}
+	return from, toID, fmt.Errorf("leader did not become %x", toID)
+}

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -19,6 +20,8 @@ type Result struct {
 	Stdout   string
 	Stderr   string
 	ExitCode int
+	// Signal is the signal that ended the process, 0 when it exited by itself.
+	Signal   syscall.Signal
 	Duration time.Duration
 	// Err is set when the command could not run or exited non-zero.
 	Err error
@@ -69,6 +72,9 @@ func (l *Lab) ExecEnv(ctx context.Context, host string, env []string, stdin io.R
 	r := Result{Argv: argv, Stdout: out.String(), Stderr: errb.String(), Duration: time.Since(start), Err: err}
 	if ee, ok := err.(*exec.ExitError); ok {
 		r.ExitCode = ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			r.Signal = ws.Signal()
+		}
 	} else if err != nil {
 		r.ExitCode = -1
 	}

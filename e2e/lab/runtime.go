@@ -45,3 +45,53 @@ func (l *Lab) StartContainerd(ctx context.Context, host string) error {
 	}
 	return l.startContainerd(ctx, h)
 }
+
+// Pids returns the pids of a host's processes whose command name (comm, which the kernel
+// cuts to 15 bytes) is name, e.g. the kube-apiserver or etcd of a control plane's static pods.
+func (l *Lab) Pids(host, name string) []int {
+	ns := nsName(host)
+	name = name[:min(len(name), 15)]
+	var out []int
+	for _, p := range hostPIDs(host, filepath.Join("/run/netns", ns), filepath.Join(hostsDir, ns+".mnt")) {
+		comm, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p), "comm"))
+		if strings.TrimSpace(string(comm)) == name {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Signal sends sig to every process of a host named name and returns their pids; it fails
+// when there is none.
+func (l *Lab) Signal(host, name string, sig syscall.Signal) ([]int, error) {
+	pids := l.Pids(host, name)
+	if len(pids) == 0 {
+		return nil, fmt.Errorf("%s runs no %s", host, name)
+	}
+	for _, p := range pids {
+		if err := syscall.Kill(p, sig); err != nil {
+			return nil, fmt.Errorf("signal %s of %s (pid %d): %w", name, host, p, err)
+		}
+	}
+	return pids, nil
+}
+
+// Partition drops every packet between host and peer (in host's network namespace) until
+// the returned heal is called.
+func (l *Lab) Partition(ctx context.Context, host, peer string) (heal func() error, err error) {
+	ip := l.Hosts[peer].IP
+	rules := [][]string{{"OUTPUT", "-d", ip, "-j", "DROP"}, {"INPUT", "-s", ip, "-j", "DROP"}}
+	for _, r := range rules {
+		if res := l.Exec(ctx, host, append([]string{"iptables", "-I"}, r...)...); res.Err != nil {
+			return nil, res.Error()
+		}
+	}
+	return func() error {
+		for _, r := range rules {
+			if res := l.Exec(context.Background(), host, append([]string{"iptables", "-D"}, r...)...); res.Err != nil {
+				return res.Error()
+			}
+		}
+		return nil
+	}, nil
+}

@@ -1,0 +1,481 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"kjoin.dev/kjoin/e2e/framework"
+	"kjoin.dev/kjoin/e2e/lab"
+)
+
+// pausedJoin is a kjoin join stopped at a fault point inside a phase (the kjoin_fault
+// build's KJOIN_FAULT_PAUSE_AT): the test disturbs the cluster there, then lets it go on or
+// kills it.
+type pausedJoin struct {
+	c     *framework.Cluster
+	host  string
+	point string
+	pid   int
+	mark  string // host path of the mark file; removing it releases the join
+	done  chan lab.Result
+}
+
+// joinArgs is the lab's join command line for host (control plane when certKey is set).
+func joinArgs(c *framework.Cluster, host, certKey string, extra ...string) []string {
+	args := []string{"kjoin", "join", lab.Endpoint(), "--token-file", "/run/lab/token", "--discovery-token-ca-cert-hash", c.CAHash}
+	if certKey != "" {
+		args = append(args, "--control-plane", "--certificate-key", certKey, "--apiserver-advertise-address", c.Hosts[host].IP)
+	}
+	return append(args, extra...)
+}
+
+// startPaused starts a join on host that pauses at point, and waits until it is there.
+func startPaused(t *testing.T, c *framework.Cluster, host, point, certKey string) *pausedJoin {
+	t.Helper()
+	writeToken(t, c, host, lab.Token)
+	mark := "/run/lab/fault-" + strings.ReplaceAll(point, "/", "-")
+	p := &pausedJoin{c: c, host: host, point: point, mark: c.HostPath(host, mark), done: make(chan lab.Result, 1)}
+	_ = os.Remove(p.mark)
+	env := []string{"KJOIN_FAULT_PAUSE_AT=" + point, "KJOIN_FAULT_MARK=" + mark}
+	argv := joinArgs(c, host, certKey, "-o", "json", "-v", "1")
+	go func() { p.done <- c.ExecEnv(context.Background(), host, env, nil, argv...) }()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		if b, err := os.ReadFile(p.mark); err == nil && strings.HasSuffix(string(b), "\n") {
+			p.pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+			t.Logf("%s: kjoin (pid %d) paused at %s", host, p.pid, point)
+			return p
+		}
+		select {
+		case r := <-p.done:
+			c.DumpLogs(t, host, "cp1")
+			t.Fatalf("kjoin on %s ended before reaching %s: exit %d\n%s\n%s", host, point, r.ExitCode, r.Stdout, tail(r.Stderr, 30))
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kjoin on %s did not reach %s", host, point)
+		}
+	}
+}
+
+// release lets the paused join go on.
+func (p *pausedJoin) release(t *testing.T) {
+	t.Helper()
+	if err := os.Remove(p.mark); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wait returns the join's result.
+func (p *pausedJoin) wait(t *testing.T) lab.Result {
+	t.Helper()
+	select {
+	case r := <-p.done:
+		t.Logf("%s: paused kjoin ended: exit %d signal %v after %s", p.host, r.ExitCode, r.Signal, r.Duration.Round(time.Millisecond))
+		return r
+	case <-time.After(8 * time.Minute):
+		t.Fatalf("kjoin on %s did not end", p.host)
+	}
+	return lab.Result{}
+}
+
+// kill kills the paused join with SIGKILL and proves that the signal is what ended it.
+func (p *pausedJoin) kill(t *testing.T) {
+	t.Helper()
+	if err := syscall.Kill(p.pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill kjoin pid %d: %v", p.pid, err)
+	}
+	r := p.wait(t)
+	if r.Signal != syscall.SIGKILL {
+		t.Fatalf("kjoin on %s was not ended by SIGKILL at %s: exit %d signal %v\n%s", p.host, p.point, r.ExitCode, r.Signal, tail(r.Stderr, 20))
+	}
+	_ = os.Remove(p.mark)
+}
+
+// rerun runs the same join again (JSON) and requires success.
+func rerun(t *testing.T, c *framework.Cluster, host, certKey string) joinJSON {
+	t.Helper()
+	writeToken(t, c, host, lab.Token)
+	r := c.Run(t, host, joinArgs(c, host, certKey, "-o", "json")...)
+	if r.Err != nil {
+		c.DumpLogs(t, host, "cp1")
+		t.Fatalf("re-run on %s: %v", host, r.Error())
+	}
+	return parseJoinJSON(t, r)
+}
+
+// nodeCSRs lists the CSRs kjoin made for node.
+func nodeCSRs(t *testing.T, c *framework.Cluster, node string) []certificatesv1.CertificateSigningRequest {
+	t.Helper()
+	list, err := c.Client.CertificatesV1().CertificateSigningRequests().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []certificatesv1.CertificateSigningRequest
+	for _, csr := range list.Items {
+		if strings.HasPrefix(csr.Name, "kjoin-"+node+"-") {
+			out = append(out, csr)
+		}
+	}
+	return out
+}
+
+// memberOn returns the etcd member whose peer URL is on host.
+func memberOn(t *testing.T, c *framework.Cluster, host string) (lab.EtcdMember, bool) {
+	t.Helper()
+	ms, err := c.EtcdMembers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		for _, u := range m.PeerURLs {
+			if strings.Contains(u, "//"+c.Hosts[host].IP+":") {
+				return m, true
+			}
+		}
+	}
+	return lab.EtcdMember{}, false
+}
+
+// assertOneMemberPerControlPlane: exactly the hosts' members, all started voters.
+func assertOneMemberPerControlPlane(t *testing.T, c *framework.Cluster, hosts ...string) {
+	t.Helper()
+	ms, err := votersSettled(c, len(hosts))
+	if err != nil {
+		t.Fatalf("etcd: %v: %s", err, describe(ms))
+	}
+	for _, h := range hosts {
+		n := 0
+		for _, m := range ms {
+			for _, u := range m.PeerURLs {
+				if strings.Contains(u, "//"+c.Hosts[h].IP+":") {
+					n++
+				}
+			}
+		}
+		if n != 1 {
+			t.Errorf("%s has %d etcd members: %s", h, n, describe(ms))
+		}
+	}
+}
+
+// restartAPIServer kills cp1's kube-apiserver process, proves it went down, and returns
+// the killed pids; the kubelet starts it again.
+func restartAPIServer(t *testing.T, c *framework.Cluster) []int {
+	t.Helper()
+	pids, err := c.Signal("cp1", "kube-apiserver", syscall.SIGKILL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitDown(t, c.Hosts["cp1"].IP)
+	t.Logf("killed cp1's kube-apiserver (pids %v); it is down", pids)
+	return pids
+}
+
+// assertAPIServerBack waits until cp1's API server answers again from a new process.
+func assertAPIServerBack(t *testing.T, c *framework.Cluster, old []int) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 3*time.Minute, true, func(context.Context) (bool, error) {
+		return livez(c.Hosts["cp1"].IP), nil
+	})
+	if err != nil {
+		t.Fatal("cp1's API server did not come back")
+	}
+	now := c.Pids("cp1", "kube-apiserver")
+	for _, p := range now {
+		for _, o := range old {
+			if p == o {
+				t.Fatalf("kube-apiserver pid %d survived the kill", p)
+			}
+		}
+	}
+}
+
+// assertJoined: Node Ready, kjoin verify passes, no CSR of the node pending, and for control
+// planes one started voter per control plane.
+func assertJoined(t *testing.T, c *framework.Cluster, host string, controlPlanes ...string) {
+	t.Helper()
+	c.WaitNodeCondition(t, host, corev1.NodeReady, corev1.ConditionTrue, 2*time.Minute)
+	assertNoPendingCSR(t, c, host)
+	if len(controlPlanes) > 0 {
+		assertOneMemberPerControlPlane(t, c, controlPlanes...)
+	}
+	assertVerified(t, c, len(controlPlanes), host)
+}
+
+// TestJoinFaults injects faults while a join is inside a step (paused there by the fault
+// build's hook, so the fault lands where the test says) and checks the outcome and that the
+// same command converges afterwards.
+func TestJoinFaults(t *testing.T) {
+	c := framework.Get(t)
+
+	t.Run("worker killed while its CSR is pending", func(t *testing.T) {
+		c.Host(t, "w8")
+		// Hold the controller-manager (it approves and signs) so the CSR stays pending.
+		if _, err := c.Signal("cp1", "kube-controller-manager", syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		cont := func() { _, _ = c.Signal("cp1", "kube-controller-manager", syscall.SIGCONT) }
+		defer cont()
+		p := startPaused(t, c, "w8", "tls-bootstrap/csr-created", "")
+		csrs := nodeCSRs(t, c, "w8")
+		if len(csrs) != 1 {
+			t.Fatalf("want the one CSR kjoin created, have %d", len(csrs))
+		}
+		made := csrs[0]
+		if len(made.Status.Certificate) > 0 || len(made.Status.Conditions) > 0 {
+			t.Fatalf("CSR %s is not pending: %+v", made.Name, made.Status.Conditions)
+		}
+		p.kill(t)
+		if again, err := c.Client.CertificatesV1().CertificateSigningRequests().Get(context.Background(), made.Name, metav1.GetOptions{}); err != nil || len(again.Status.Certificate) > 0 {
+			t.Fatalf("CSR %s should still be pending after the kill: %v", made.Name, err)
+		}
+		cont()
+		out := rerun(t, c, "w8", "")
+		if out.CSR != made.Name {
+			t.Errorf("re-run used CSR %q, want the killed run's %s", out.CSR, made.Name)
+		}
+		after := nodeCSRs(t, c, "w8")
+		if len(after) != 1 || after[0].UID != made.UID || !after[0].CreationTimestamp.Equal(&made.CreationTimestamp) {
+			t.Errorf("want exactly CSR %s (uid %s, created %s), have %d CSRs", made.Name, made.UID, made.CreationTimestamp, len(after))
+		} else if len(after[0].Status.Certificate) == 0 {
+			t.Errorf("CSR %s was not issued", made.Name)
+		}
+		assertJoined(t, c, "w8")
+	})
+
+	t.Run("API server restarted during a worker's TLS bootstrap", func(t *testing.T) {
+		c.Host(t, "w8")
+		if _, err := c.Signal("cp1", "kube-controller-manager", syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		p := startPaused(t, c, "w8", "tls-bootstrap/csr-created", "")
+		old := restartAPIServer(t, c)
+		_, _ = c.Signal("cp1", "kube-controller-manager", syscall.SIGCONT)
+		p.release(t) // it waits for its CSR while the API server is away
+		r := p.wait(t)
+		assertAPIServerBack(t, c, old)
+		assertOutcome(t, r, 6)
+		rerun(t, c, "w8", "")
+		assertJoined(t, c, "w8")
+	})
+
+	t.Run("worker cut off from the API server for 10s mid-join", func(t *testing.T) {
+		c.Host(t, "w8")
+		p := startPaused(t, c, "w8", "tls-bootstrap/csr-created", "")
+		heal, err := c.Partition(context.Background(), "w8", "cp1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		healed := false
+		defer func() {
+			if !healed {
+				_ = heal()
+			}
+		}()
+		// Prove the cut: a TCP connection to the API server no longer opens.
+		probe := c.Exec(context.Background(), "w8", "timeout", "2", "bash", "-c", fmt.Sprintf("exec 3<>/dev/tcp/%s/%d", c.Hosts["cp1"].IP, lab.APIPort))
+		if probe.ExitCode == 0 {
+			t.Fatal("the partition does not cut w8 off from cp1's API server")
+		}
+		p.release(t)
+		time.Sleep(10 * time.Second)
+		if err := heal(); err != nil {
+			t.Fatal(err)
+		}
+		healed = true
+		r := p.wait(t)
+		assertOutcome(t, r, 6)
+		rerun(t, c, "w8", "")
+		assertJoined(t, c, "w8")
+	})
+
+	if os.Getenv("KJOIN_SHORT") != "" {
+		return
+	}
+	key, err := c.UploadCerts(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("control plane killed between learner add and promotion", func(t *testing.T) {
+		c.Host(t, "cp2")
+		p := startPaused(t, c, "cp2", "etcd-join/learner-added", key)
+		m, ok := memberOn(t, c, "cp2")
+		if !ok || !m.Learner {
+			t.Fatalf("no learner of cp2 at the pause: %+v", m)
+		}
+		p.kill(t)
+		rerun(t, c, "cp2", key)
+		after, ok := memberOn(t, c, "cp2")
+		if !ok || after.ID != m.ID {
+			t.Errorf("cp2's member is %x after the re-run, want the learner %x promoted (no new member)", after.ID, m.ID)
+		}
+		assertJoined(t, c, "cp2", "cp1", "cp2")
+	})
+
+	t.Run("API server restarted during a control plane's etcd join", func(t *testing.T) {
+		c.Host(t, "cp2")
+		p := startPaused(t, c, "cp2", "etcd-join/locked", key)
+		old := restartAPIServer(t, c)
+		p.release(t)
+		r := p.wait(t)
+		assertAPIServerBack(t, c, old)
+		assertOutcome(t, r, 6)
+		rerun(t, c, "cp2", key)
+		assertJoined(t, c, "cp2", "cp1", "cp2")
+	})
+
+	t.Run("etcd leader moved during a control-plane join", func(t *testing.T) {
+		c.Host(t, "cp2")
+		c.Host(t, "cp3")
+		if r := kjoinControlPlane(t, c, "cp2", key); r.Err != nil {
+			t.Fatal(r.Error())
+		}
+		assertEtcdVoters(t, c, 2)
+		p := startPaused(t, c, "cp3", "etcd-join/promoting", key)
+		leader, err := c.EtcdLeader(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		to := "cp2"
+		if m, _ := memberOn(t, c, "cp2"); m.ID == leader {
+			to = "cp1"
+		}
+		from, toID, err := c.MoveEtcdLeader(context.Background(), to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("etcd leader moved %x → %x (%s) while cp3's learner waited to be promoted", from, toID, to)
+		p.release(t)
+		if r := p.wait(t); r.Err != nil {
+			c.DumpLogs(t, "cp3")
+			t.Fatalf("join across a leader change: %v", r.Error())
+		}
+		assertJoined(t, c, "cp3", "cp1", "cp2", "cp3")
+	})
+
+	t.Run("killed while holding the etcd join lock", func(t *testing.T) {
+		c.Host(t, "cp2")
+		c.Host(t, "cp3")
+		holder := startPaused(t, c, "cp2", "etcd-join/locked", key)
+		// A join given 5 s for etcd gives up with the busy code (7) while the lock is held.
+		writeToken(t, c, "cp3", lab.Token)
+		cfg := fmt.Sprintf(`apiVersion: kubeadm.k8s.io/v1beta4
+kind: JoinConfiguration
+discovery:
+  bootstrapToken:
+    apiServerEndpoint: %s
+    token: %s
+    caCertHashes: [%s]
+controlPlane:
+  certificateKey: %s
+  localAPIEndpoint:
+    advertiseAddress: %s
+timeouts:
+  etcdAPICall: 5s
+`, lab.Endpoint(), lab.Token, c.CAHash, key, c.Hosts["cp3"].IP)
+		if err := os.WriteFile(c.HostPath("cp3", "/run/lab/join.yaml"), []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		busy := c.Run(t, "cp3", "kjoin", "join", "--config", "/run/lab/join.yaml", "-o", "json")
+		out := parseJoinJSON(t, busy)
+		if busy.ExitCode != 7 || out.Error == nil || !strings.Contains(out.Error.Message, "etcd join lock") {
+			t.Fatalf("want exit 7 naming the etcd join lock, got exit %d: %s %s", busy.ExitCode, busy.Stdout, tail(busy.Stderr, 10))
+		}
+		// A waiting join proceeds once the killed holder's lease (30 s) expires.
+		waiting := make(chan lab.Result, 1)
+		go func() { waiting <- c.Exec(context.Background(), "cp3", joinArgs(c, "cp3", key, "-o", "json")...) }()
+		time.Sleep(2 * time.Second)
+		holder.kill(t)
+		killedAt := time.Now()
+		r := <-waiting
+		if r.Err != nil {
+			c.DumpLogs(t, "cp3")
+			t.Fatalf("the waiting join failed: %v", r.Error())
+		}
+		t.Logf("cp3 finished %s after the lock holder was killed", time.Since(killedAt).Round(time.Second))
+		rerun(t, c, "cp2", key)
+		assertJoined(t, c, "cp2", "cp1", "cp2", "cp3")
+		assertJoined(t, c, "cp3", "cp1", "cp2", "cp3")
+	})
+
+	t.Run("quorum lost during a control-plane join", func(t *testing.T) {
+		c.Host(t, "cp2")
+		c.Host(t, "cp3")
+		if r := kjoinControlPlane(t, c, "cp2", key); r.Err != nil {
+			t.Fatal(r.Error())
+		}
+		assertEtcdVoters(t, c, 2)
+		p := startPaused(t, c, "cp3", "etcd-join/promoting", key)
+		learner, ok := memberOn(t, c, "cp3")
+		if !ok || !learner.Learner {
+			t.Fatalf("no learner of cp3 at the pause: %+v", learner)
+		}
+		// Stop cp2's etcd: 1 of 2 voters left, no quorum.
+		stopped, err := c.Signal("cp2", "etcd", syscall.SIGSTOP)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resumed := false
+		resume := func() {
+			if !resumed {
+				_, _ = c.Signal("cp2", "etcd", syscall.SIGCONT)
+				resumed = true
+			}
+		}
+		defer resume()
+		t.Logf("stopped cp2's etcd (pids %v)", stopped)
+		p.release(t)
+		r := p.wait(t)
+		out := parseJoinJSON(t, r)
+		if r.ExitCode != 1 || out.Error == nil || !strings.Contains(out.Error.Message, "etcd lost quorum") {
+			t.Fatalf("want exit 1 naming the lost quorum, got exit %d: %s", r.ExitCode, r.Stdout)
+		}
+		if !strings.Contains(out.Error.Message, fmt.Sprintf("learner %x", learner.ID)) {
+			t.Errorf("the error does not name the learner %x left behind: %s", learner.ID, out.Error.Message)
+		}
+		if _, err := os.Stat(c.HostPath("cp3", "/etc/kubernetes/manifests/etcd.yaml")); err == nil {
+			t.Error("the failed join left an etcd manifest on cp3")
+		}
+		resume()
+		// Quorum is back: the same command resumes the learner and converges.
+		rerun(t, c, "cp3", key)
+		if m, _ := memberOn(t, c, "cp3"); m.ID != learner.ID {
+			t.Errorf("cp3's member is %x, want the learner %x", m.ID, learner.ID)
+		}
+		assertJoined(t, c, "cp3", "cp1", "cp2", "cp3")
+	})
+}
+
+// assertOutcome: a join under a fault either completes or fails with its documented code
+// for the fault (not a crash, not some other code), with a message.
+func assertOutcome(t *testing.T, r lab.Result, faultCode int) {
+	t.Helper()
+	if r.Signal != 0 {
+		t.Fatalf("kjoin died of signal %v", r.Signal)
+	}
+	if r.ExitCode == 0 {
+		return
+	}
+	var out joinJSON
+	_ = json.Unmarshal([]byte(r.Stdout), &out)
+	if r.ExitCode != faultCode || out.Error == nil || out.Error.Message == "" {
+		t.Fatalf("kjoin under the fault: exit %d (want 0 or %d with a message): %s\n%s", r.ExitCode, faultCode, r.Stdout, tail(r.Stderr, 20))
+	}
+	t.Logf("kjoin under the fault failed as documented: exit %d: %s", r.ExitCode, out.Error.Message)
+}

@@ -1,0 +1,263 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kjoin.dev/kjoin/e2e/framework"
+	"kjoin.dev/kjoin/e2e/lab"
+)
+
+// TestNineWorkersAtOnce joins w1…w9 (real kubelets) at the same moment: every join exits 0,
+// every Node is Ready, each node has exactly one issued CSR, and kjoin verify passes.
+func TestNineWorkersAtOnce(t *testing.T) {
+	c := framework.Get(t)
+	var hosts []string
+	for i := 1; i <= 9; i++ {
+		h := fmt.Sprintf("w%d", i)
+		c.Host(t, h)
+		writeToken(t, c, h, lab.Token)
+		hosts = append(hosts, h)
+	}
+	ready := map[string]<-chan time.Time{}
+	for _, h := range hosts {
+		ready[h] = watchReady(c, h)
+	}
+	res := make([]lab.Result, len(hosts))
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i, h := range hosts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res[i] = c.Exec(context.Background(), h, joinArgs(c, h, "", "-o", "json")...)
+		}()
+	}
+	wg.Wait()
+	var walls []time.Duration
+	for i, r := range res {
+		if r.Err != nil {
+			c.DumpLogs(t, hosts[i], "cp1")
+			t.Errorf("%s: %v", hosts[i], r.Error())
+			continue
+		}
+		walls = append(walls, r.Duration)
+	}
+	var allReady time.Duration
+	for _, h := range hosts {
+		select {
+		case at := <-ready[h]:
+			allReady = max(allReady, at.Sub(start))
+		case <-time.After(3 * time.Minute):
+			t.Fatalf("%s did not become Ready", h)
+		}
+	}
+	for _, h := range hosts {
+		csrs := nodeCSRs(t, c, h)
+		if len(csrs) != 1 || len(csrs[0].Status.Certificate) == 0 {
+			t.Errorf("%s: want one issued CSR, have %d", h, len(csrs))
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	slices.Sort(walls)
+	fmt.Printf("SCALE workers=9 all-ready=%.3fs wall-min=%.3fs wall-median=%.3fs wall-max=%.3fs\n",
+		allReady.Seconds(), walls[0].Seconds(), walls[len(walls)/2].Seconds(), walls[len(walls)-1].Seconds())
+	assertVerified(t, c, 0, hosts...)
+}
+
+// stormResult is one storm participant's outcome.
+type stormResult struct {
+	Node  string
+	Wall  time.Duration
+	Code  int
+	Error string
+}
+
+// TestBootstrapStorm runs KJOIN_STORM sizes (default 200) of concurrent discovery + TLS
+// bootstraps (kjoin join phase tls-bootstrap, each with its own node name and --root state
+// directory, no kubelet) from w9 against cp1's single API server. Every one must get its
+// certificate: throttling (429) and transient errors are retried, never failures. Latency
+// percentiles, the API server's peak request rate and its 429s are printed; the CSRs are
+// deleted afterwards.
+func TestBootstrapStorm(t *testing.T) {
+	c := framework.Get(t)
+	c.Host(t, "w9")
+	writeToken(t, c, "w9", lab.Token)
+	sizes := []int{200}
+	if s := os.Getenv("KJOIN_STORM"); s != "" {
+		sizes = nil
+		for _, f := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil {
+				t.Fatalf("KJOIN_STORM=%q", s)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	for _, n := range sizes {
+		if !stormRound(t, c, n) {
+			break // the size where it broke is the finding
+		}
+	}
+}
+
+func stormRound(t *testing.T, c *framework.Cluster, n int) bool {
+	prefix := fmt.Sprintf("storm%d-", n)
+	defer cleanupStorm(t, c, prefix)
+	before, _ := apiRequests(c)
+	stop := make(chan struct{})
+	peak := make(chan float64, 1)
+	go func() { peak <- samplePeakRate(c, stop) }()
+
+	results := make([]stormResult, n)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			node := fmt.Sprintf("%s%03d", prefix, i)
+			r := c.Exec(context.Background(), "w9", "kjoin", "join", "phase", "tls-bootstrap", lab.Endpoint(),
+				"--token-file", "/run/lab/token", "--discovery-token-ca-cert-hash", c.CAHash,
+				"--node-name", node, "--root", "/var/lib/storm/"+node, "-o", "json")
+			res := stormResult{Node: node, Wall: r.Duration, Code: r.ExitCode}
+			if r.Err != nil {
+				res.Error = lastLine(r.Stderr)
+				var out joinJSON
+				if json.Unmarshal([]byte(r.Stdout), &out) == nil && out.Error != nil {
+					res.Error = out.Error.Message
+				}
+			}
+			results[i] = res
+		}()
+	}
+	wg.Wait()
+	total := time.Since(start)
+	close(stop)
+	peakRate := <-peak
+	after, _ := apiRequests(c)
+
+	var walls []time.Duration
+	var failed []string
+	for _, r := range results {
+		walls = append(walls, r.Wall)
+		if r.Code != 0 {
+			failed = append(failed, fmt.Sprintf("%s exit %d: %s", r.Node, r.Code, r.Error))
+		}
+	}
+	// Every success really holds its certificate: an issued CSR of its own.
+	issued := 0
+	list, err := c.Client.CertificatesV1().CertificateSigningRequests().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, csr := range list.Items {
+		if strings.HasPrefix(csr.Name, "kjoin-"+prefix) && len(csr.Status.Certificate) > 0 {
+			issued++
+		}
+	}
+	slices.Sort(walls)
+	pct := func(p float64) float64 { return walls[min(len(walls)-1, int(p*float64(len(walls))))].Seconds() }
+	fmt.Printf("STORM n=%d ok=%d failed=%d issued=%d total=%.3fs p50=%.3fs p95=%.3fs p99=%.3fs max=%.3fs peak-rps=%.0f requests=%.0f http429=%.0f\n",
+		n, n-len(failed), len(failed), issued, total.Seconds(), pct(0.50), pct(0.95), pct(0.99), walls[len(walls)-1].Seconds(),
+		peakRate, after.total-before.total, after.throttled-before.throttled)
+	if len(failed) > 0 {
+		for _, f := range failed[:min(10, len(failed))] {
+			t.Logf("storm failure: %s", f)
+		}
+		t.Errorf("storm of %d: %d bootstraps failed", n, len(failed))
+		return false
+	}
+	if issued != n {
+		t.Errorf("storm of %d: %d CSRs issued", n, issued)
+		return false
+	}
+	return true
+}
+
+// cleanupStorm deletes the storm's CSRs and state directories.
+func cleanupStorm(t *testing.T, c *framework.Cluster, prefix string) {
+	list, err := c.Client.CertificatesV1().CertificateSigningRequests().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Logf("list CSRs: %v", err)
+		return
+	}
+	deleted := 0
+	for _, csr := range list.Items {
+		if strings.HasPrefix(csr.Name, "kjoin-"+prefix) {
+			if err := c.Client.CertificatesV1().CertificateSigningRequests().Delete(context.Background(), csr.Name, metav1.DeleteOptions{}); err == nil {
+				deleted++
+			}
+		}
+	}
+	_ = os.RemoveAll(c.HostPath("w9", "/var/lib/storm"))
+	t.Logf("deleted %d storm CSRs", deleted)
+}
+
+type requestCounts struct{ total, throttled float64 }
+
+// apiRequests sums cp1's apiserver_request_total, and its 429s.
+func apiRequests(c *framework.Cluster) (requestCounts, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	b, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return requestCounts{}, err
+	}
+	var rc requestCounts
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "apiserver_request_total{") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		rc.total += v
+		if strings.Contains(line, `code="429"`) {
+			rc.throttled += v
+		}
+	}
+	return rc, nil
+}
+
+// samplePeakRate samples the request counter every second until stop and returns the
+// highest requests/second seen.
+func samplePeakRate(c *framework.Cluster, stop <-chan struct{}) float64 {
+	prev, err := apiRequests(c)
+	prevAt := time.Now()
+	peak := 0.0
+	for {
+		select {
+		case <-stop:
+			return peak
+		case <-time.After(time.Second):
+		}
+		cur, cerr := apiRequests(c)
+		now := time.Now()
+		if err == nil && cerr == nil {
+			peak = max(peak, (cur.total-prev.total)/now.Sub(prevAt).Seconds())
+		}
+		prev, prevAt, err = cur, now, cerr
+	}
+}
