@@ -4,8 +4,10 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -202,6 +204,23 @@ func assertAPIServerBack(t *testing.T, c *framework.Cluster, old []int) {
 				t.Fatalf("kube-apiserver pid %d survived the kill", p)
 			}
 		}
+	}
+}
+
+// waitReadyz waits until the API server on ip answers /readyz (etcd reachable, caches synced).
+func waitReadyz(t *testing.T, ip string) {
+	t.Helper()
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 3*time.Minute, true, func(context.Context) (bool, error) {
+		resp, err := client.Get(fmt.Sprintf("https://%s:%d/readyz", ip, lab.APIPort))
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		t.Fatalf("the API server on %s is not ready", ip)
 	}
 }
 
@@ -442,6 +461,7 @@ timeouts:
 		t.Logf("stopped cp2's etcd (pids %v)", stopped)
 		p.release(t)
 		r := p.wait(t)
+		t.Logf("the join under lost quorum:\n%s", tail(r.Stderr, 25))
 		out := parseJoinJSON(t, r)
 		if r.ExitCode != 1 || out.Error == nil || !strings.Contains(out.Error.Message, "etcd lost quorum") {
 			t.Fatalf("want exit 1 naming the lost quorum, got exit %d: %s", r.ExitCode, r.Stdout)
@@ -453,7 +473,9 @@ timeouts:
 			t.Error("the failed join left an etcd manifest on cp3")
 		}
 		resume()
-		// Quorum is back: the same command resumes the learner and converges.
+		// Quorum is back (and the API server has re-synced its caches, or it refuses the
+		// bootstrap token for a moment): the same command resumes the learner and converges.
+		waitReadyz(t, c.Hosts["cp1"].IP)
 		rerun(t, c, "cp3", key)
 		if m, _ := memberOn(t, c, "cp3"); m.ID != learner.ID {
 			t.Errorf("cp3's member is %x, want the learner %x", m.ID, learner.ID)

@@ -462,6 +462,7 @@ func (c *conn) RevokeLease(ctx context.Context, lease int64) error {
 
 // MutexLock is a Locker backed by an etcd session and mutex.
 type MutexLock struct {
+	cli     *clientv3.Client
 	session *concurrency.Session
 	mutex   *concurrency.Mutex
 }
@@ -478,7 +479,7 @@ func NewMutexLock(ctx context.Context, cli *clientv3.Client, ttl int) (*MutexLoc
 	if err != nil {
 		return nil, err
 	}
-	return &MutexLock{session: s, mutex: concurrency.NewMutex(s, LockKey)}, nil
+	return &MutexLock{cli: cli, session: s, mutex: concurrency.NewMutex(s, LockKey)}, nil
 }
 
 // Lease implements Locker.
@@ -490,9 +491,13 @@ func (m *MutexLock) TryLock(ctx context.Context) error { return m.mutex.TryLock(
 // Lock implements Locker.
 func (m *MutexLock) Lock(ctx context.Context) error { return m.mutex.Lock(ctx) }
 
-// Unlock implements Locker and ends the session.
+// Unlock implements Locker and ends the session, both within ctx (Session.Close would wait
+// up to the lease's TTL when etcd has no quorum; the lease expires by itself then).
 func (m *MutexLock) Unlock(ctx context.Context) error {
 	err := m.mutex.Unlock(ctx)
-	_ = m.session.Close()
+	m.session.Orphan()
+	if _, rerr := m.cli.Revoke(ctx, m.session.Lease()); err == nil && rerr != nil && !errors.Is(rerr, rpctypes.ErrLeaseNotFound) {
+		err = rerr
+	}
 	return err
 }

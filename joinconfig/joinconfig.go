@@ -225,6 +225,10 @@ func (v *validator) fromConfig(f Flags, in *input, po *phases.Options) *input {
 		v.bad(from("discovery"), "", "bootstrapToken or file")
 	}
 	out.tlsToken = value[string]{jc.Discovery.TLSBootstrapToken, from("discovery.tlsBootstrapToken")}
+	if out.tlsToken.V == "" && jc.Discovery.BootstrapToken != nil {
+		// kubeadm's default: the discovery token also bootstraps the kubelet.
+		out.tlsToken = value[string]{jc.Discovery.BootstrapToken.Token, from("discovery.bootstrapToken.token")}
+	}
 	out.nodeName = value[string]{jc.NodeRegistration.Name, from("nodeRegistration.name")}
 	if f.NodeName != "" {
 		out.nodeName = in.nodeName

@@ -240,6 +240,11 @@ timeouts:
 	if !o.ControlPlane || o.BindPort != 6444 || o.AdvertiseAddress != "10.0.0.12" || o.CertificateKey != goodKey || o.Timeouts.Discovery != 30*time.Second || o.NodeName != "n1" {
 		t.Errorf("options %+v", o)
 	}
+	// As kubeadm defaults it: without discovery.tlsBootstrapToken the discovery token also
+	// bootstraps the kubelet.
+	if o.TLSBootstrapToken != o.DiscoveryToken || o.TLSBootstrapToken.ID == "" {
+		t.Errorf("TLS bootstrap token %q, want the discovery token %q", o.TLSBootstrapToken.ID, o.DiscoveryToken.ID)
+	}
 }
 
 func FuzzDecode(f *testing.F) {
