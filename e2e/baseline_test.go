@@ -40,6 +40,16 @@ func TestKubeadmJoinWorker(t *testing.T) {
 
 	assertLeaseRenews(t, c, "w1")
 	assertKubeletCSRIssued(t, c, "w1")
+	assertNoImagePull(t, c, "w1")
+}
+
+// assertNoImagePull: the lab provides every image kubeadm and the kubelet ask for, so a join
+// pulls nothing (a pull would hang on an unreachable registry and inflate the anchor).
+func assertNoImagePull(t *testing.T, c *framework.Cluster, host string) {
+	t.Helper()
+	if pulls := c.ImagePulls(host); len(pulls) > 0 {
+		t.Errorf("%s's containerd was asked to pull images the lab should provide:\n%s", host, strings.Join(pulls, "\n"))
+	}
 }
 
 // TestKubeadmJoinControlPlane is the control-plane baseline: real kubeadm joins cp2 with a
@@ -55,6 +65,7 @@ func TestKubeadmJoinControlPlane(t *testing.T) {
 		"--discovery-token-ca-cert-hash", c.CAHash, "--control-plane", "--certificate-key", key,
 		"--apiserver-advertise-address", h.IP, "--ignore-preflight-errors=all")
 	fmt.Printf("ANCHOR kubeadm join --control-plane (cp2): join wall %s\n", r.Duration.Round(time.Millisecond))
+	assertNoImagePull(t, c, "cp2")
 
 	assertEtcdVoters(t, c, 2)
 	assertLivez(t, c, h.IP)

@@ -45,7 +45,7 @@ func buildImages(ctx context.Context, binDir string, logf func(string, ...any)) 
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(append([]byte(binDir+"\n"), src...))
+	sum := sha256.Sum256(append([]byte(binDir+"\n"+PauseImage+"\n"+EtcdImageTag+"\n"), src...))
 	dir := filepath.Join(cache, "images", hex.EncodeToString(sum[:6]))
 	if _, err := os.Stat(filepath.Join(dir, "control-plane.tar")); err == nil {
 		return dir, nil
@@ -67,12 +67,44 @@ func buildImages(ctx context.Context, binDir string, logf func(string, ...any)) 
 	for _, c := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
 		cp = append(cp, imageSpec{ref: "registry.k8s.io/" + c + ":" + K8sVersion, files: map[string]string{"usr/local/bin/" + c: bin(c)}})
 	}
+	if err := checkKubeadmImages(ctx, bin("kubeadm"), dir, append(append([]imageSpec{}, pause...), cp...)); err != nil {
+		return "", err
+	}
 	for file, specs := range map[string][]imageSpec{"pause.tar": pause, "control-plane.tar": cp} {
 		if err := writeArchive(filepath.Join(dir, file), specs); err != nil {
 			return "", fmt.Errorf("%s: %w", file, err)
 		}
 	}
 	return dir, nil
+}
+
+// checkKubeadmImages fails unless the lab provides exactly the images the lab's kubeadm asks
+// for with the lab's configuration (kubeadm config images list): a missing one would make
+// every kubeadm join try to pull it from a registry the lab cannot reach.
+func checkKubeadmImages(ctx context.Context, kubeadm, dir string, specs []imageSpec) error {
+	cfg := filepath.Join(dir, "kubeadm-init.yaml")
+	if err := os.WriteFile(cfg, []byte(InitConfig("10.77.0.11")), 0o600); err != nil {
+		return err
+	}
+	out, err := exec.CommandContext(ctx, kubeadm, "config", "images", "list", "--config", cfg).Output()
+	if err != nil {
+		return fmt.Errorf("kubeadm config images list: %w", err)
+	}
+	have := map[string]bool{}
+	for _, s := range specs {
+		have[s.ref] = true
+	}
+	var missing []string
+	for _, ref := range strings.Fields(string(out)) {
+		if !have[ref] {
+			missing = append(missing, ref)
+		}
+		delete(have, ref)
+	}
+	if len(missing) > 0 || len(have) > 0 {
+		return fmt.Errorf("the lab's images do not match kubeadm's list: kubeadm wants %v, the lab lacks %v and has extra %v", strings.Fields(string(out)), missing, sortedKeys(have))
+	}
+	return nil
 }
 
 func writeArchive(path string, specs []imageSpec) error {

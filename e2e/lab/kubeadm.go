@@ -41,6 +41,10 @@ networking:
 etcd:
   local:
     imageTag: %[8]s
+dns:
+  disabled: true
+proxy:
+  disabled: true
 ---
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration

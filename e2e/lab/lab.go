@@ -29,7 +29,9 @@ const (
 	ServiceSubnet    = "10.96.0.0/12"
 	K8sVersion       = "v1.37.2"
 	EtcdImageTag     = "3.7.0-0"
-	PauseImage       = "registry.k8s.io/pause:3.10"
+	// PauseImage is the sandbox image kubeadm v1.37 asks for (kubeadm config images list);
+	// buildImages fails if the lab's kubeadm asks for an image the lab does not provide.
+	PauseImage = "registry.k8s.io/pause:3.10.2"
 	// Token is the bootstrap token kubeadm init creates on cp1.
 	Token = "abcdef.0123456789abcdef"
 	// DefaultRoot holds the lab's state, per-host directories and tool links.

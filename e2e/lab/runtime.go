@@ -95,3 +95,17 @@ func (l *Lab) Partition(ctx context.Context, host, peer string) (heal func() err
 		return nil
 	}, nil
 }
+
+// ImagePulls returns the image pulls a host's containerd was asked for (its log's PullImage
+// lines): the lab provides every image, so any pull is a lab artifact that would inflate a
+// measurement with a registry timeout.
+func (l *Lab) ImagePulls(host string) []string {
+	b, _ := os.ReadFile(l.HostPath(host, "/run/lab/containerd.log"))
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, `msg="PullImage`) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
