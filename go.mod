@@ -8,6 +8,7 @@ require (
 	github.com/spf13/pflag v1.0.9
 	go.etcd.io/etcd/api/v3 v3.7.0
 	go.etcd.io/etcd/client/v3 v3.7.0
+	go.uber.org/zap v1.27.1
 	google.golang.org/grpc v1.81.0
 	gopkg.in/evanphx/json-patch.v4 v4.13.0
 	k8s.io/api v0.36.6
@@ -58,7 +59,6 @@ require (
 	github.com/x448/float16 v0.8.4 // indirect
 	go.etcd.io/etcd/client/pkg/v3 v3.7.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
-	go.uber.org/zap v1.27.1 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	go.yaml.in/yaml/v3 v3.0.4 // indirect
 	golang.org/x/crypto v0.54.0 // indirect

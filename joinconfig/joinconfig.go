@@ -48,7 +48,10 @@ type Flags struct {
 	Patches                  string
 	Output                   string
 	Verbosity                int
-	Wait                     bool
+	// Wait is what the join waits for at the end: "ready"/"true" (the Node Ready, default),
+	// "kubelet" (the kubelet's /healthz, holding its client certificate: what kubeadm waits
+	// for) or "none"/"false".
+	Wait                     string
 	WaitReady                bool
 	WaitReadyTimeout         time.Duration
 	// Changed reports whether a flag was set on the command line (nil: none was).
@@ -111,7 +114,7 @@ func Resolve(f Flags, src Sources, phaseNames []string) (*Result, error) {
 	}
 	v := &validator{}
 	res := &Result{Options: phases.Options{
-		Timeouts: phases.DefaultTimeouts(), Wait: f.Wait, WaitReady: f.WaitReady, WaitReadyTimeout: f.WaitReadyTimeout,
+		Timeouts: phases.DefaultTimeouts(), WaitReady: f.WaitReady, WaitReadyTimeout: f.WaitReadyTimeout,
 		ReadyGrace: 15 * time.Second, IgnorePreflight: map[string]bool{},
 	}}
 	in := v.fromFlags(f, src, &res.Options)
@@ -288,7 +291,19 @@ func (v *validator) validate(f Flags, in *input, phaseNames []string, res *Resul
 	if f.Verbosity < 0 {
 		v.bad("--v", fmt.Sprint(f.Verbosity), "0 or more")
 	}
-	if f.Wait && f.WaitReadyTimeout <= 0 {
+	switch f.Wait {
+	case "", "true", "ready":
+		res.Options.Wait = true
+	case "kubelet":
+		res.Options.Wait, res.Options.WaitKubeletOnly = true, true
+	case "false", "none":
+	default:
+		v.bad("--wait", f.Wait, "ready (or true), kubelet, or none (or false)")
+	}
+	if f.WaitReady && res.Options.WaitKubeletOnly {
+		v.bad("--wait-ready", "true", "not with --wait=kubelet (which returns before the Node is Ready)")
+	}
+	if res.Options.Wait && f.WaitReadyTimeout <= 0 {
 		v.bad("--wait-ready-timeout", f.WaitReadyTimeout.String(), "a duration above zero, e.g. 4m")
 	}
 	for _, t := range in.timeouts {

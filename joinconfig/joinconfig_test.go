@@ -20,7 +20,7 @@ const (
 // base is a valid worker join; each case changes one thing.
 func base() Flags {
 	return Flags{Endpoint: "10.0.0.1:6443", Token: goodToken, CACertHashes: []string{goodPin}, BindPort: 6443,
-		Output: "text", Wait: true, WaitReadyTimeout: 4 * time.Minute}
+		Output: "text", Wait: "true", WaitReadyTimeout: 4 * time.Minute}
 }
 
 func resolve(t *testing.T, f Flags, env map[string]string) (*Result, error) {
@@ -138,6 +138,8 @@ func TestBadInputs(t *testing.T) {
 		{"config bad bind port", func(f *Flags) {
 			*f = Flags{Output: "text", ConfigPath: config("controlPlane:\n  localAPIEndpoint: {bindPort: 99999}\ndiscovery:\n  bootstrapToken:\n    apiServerEndpoint: 10.0.0.1:6443\n    token: " + goodToken + "\n    caCertHashes: [" + goodPin + "]\n")}
 		}, nil, []string{"controlPlane.localAPIEndpoint.bindPort", "99999"}},
+		{"wait unknown", func(f *Flags) { f.Wait = "sometimes" }, nil, []string{"--wait", "sometimes", "kubelet"}},
+		{"wait kubelet with wait-ready", func(f *Flags) { f.Wait, f.WaitReady = "kubelet", true }, nil, []string{"--wait-ready", "--wait=kubelet"}},
 		{"config mixed with --token", func(f *Flags) {
 			*f = Flags{Output: "text", Token: goodToken, Changed: func(n string) bool { return n == "token" },
 				ConfigPath: config("discovery:\n  bootstrapToken:\n    apiServerEndpoint: 10.0.0.1:6443\n    caCertHashes: [" + goodPin + "]\n")}
@@ -232,7 +234,7 @@ timeouts:
   discovery: 30s
   upgradeManifests: 5m0s
 `, 0o600)
-	res, err := resolve(t, Flags{ConfigPath: p, Output: "text", Wait: true, WaitReadyTimeout: time.Minute}, nil)
+	res, err := resolve(t, Flags{ConfigPath: p, Output: "text", Wait: "true", WaitReadyTimeout: time.Minute}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

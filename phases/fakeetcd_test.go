@@ -26,6 +26,9 @@ type fakeEtcd struct {
 	// promoteRefusals are returned by MemberPromote before it succeeds (-1: always refuse).
 	promoteRefusals int
 	lockHeld        bool // by another joiner
+	// removeStops: a removal is applied, but answered as the removed member answers it
+	// ("server stopped").
+	removeStops bool
 	locks, unlocks  int
 	added, removed  []uint64
 	promoted        []uint64
@@ -93,6 +96,9 @@ func (f *fakeEtcd) MemberRemove(_ context.Context, id uint64) (*clientv3.MemberR
 		if m.ID == id {
 			f.members = append(f.members[:i], f.members[i+1:]...)
 			f.removed = append(f.removed, id)
+			if f.removeStops {
+				return nil, errors.New("etcdserver: server stopped")
+			}
 			return &clientv3.MemberRemoveResponse{}, nil
 		}
 	}

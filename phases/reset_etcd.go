@@ -74,6 +74,7 @@ func removeEtcdMember(ctx context.Context, e *Env, manifest []byte, force bool, 
 		return "", false, operr.Wrap(operr.Other, err, "etcd does not answer, so this node's member cannot be removed safely", "fix etcd, or pass --force to reset anyway (then remove the member by hand: etcdctl member remove)")
 	}
 	var self uint64
+	var others []string // healthy other voters' client URLs
 	voters, healthyOthers := 0, 0
 	for _, m := range list.Members {
 		mine := false
@@ -88,6 +89,7 @@ func removeEtcdMember(ctx context.Context, e *Env, manifest []byte, force bool, 
 		voters++
 		if !mine && len(m.ClientURLs) > 0 && memberHealthy(ctx, cli, m.ClientURLs[0]) {
 			healthyOthers++
+			others = append(others, m.ClientURLs[0])
 		}
 	}
 	if self == 0 {
@@ -102,9 +104,18 @@ func removeEtcdMember(ctx context.Context, e *Env, manifest []byte, force bool, 
 			"removing this etcd member would leave %d voting member(s) of which only %d are healthy: etcd would lose quorum", remaining, healthyOthers).
 			WithHint("bring the other control planes' etcd back first, or pass --force")
 	}
+	// Ask the other members: the member being removed stops serving the moment the removal
+	// is applied, so its own answer may be "server stopped" for a removal that happened.
+	rcli := cli
+	if len(others) > 0 {
+		if oc, err := e.DialEtcd(others, tlsCfg); err == nil {
+			defer oc.Close()
+			rcli = oc
+		}
+	}
 	rctx, rcancel := context.WithTimeout(ctx, time.Minute)
 	defer rcancel()
-	if err := etcd.RemoveMember(rctx, cli, self, e.Clock); err != nil {
+	if err := etcd.RemoveMember(rctx, rcli, self, e.Clock); err != nil && !memberGone(ctx, rcli, self) {
 		return "", false, operr.Wrap(operr.Other, err, fmt.Sprintf("remove etcd member %x", self), "")
 	}
 	e.Logf("remove-etcd-member", "removed etcd member %x (%s)", self, peerURL)
@@ -120,9 +131,26 @@ func etcdCertificatesDir(flags map[string]string) string {
 	return PKIDir
 }
 
+// memberHealthy reports whether the member at url answers and has a leader.
 func memberHealthy(ctx context.Context, cli etcd.Conn, url string) bool {
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	_, err := cli.Status(cctx, url)
-	return err == nil
+	st, err := cli.Status(cctx, url)
+	return err == nil && st.Leader != 0
+}
+
+// memberGone reports whether the membership (as cli sees it) no longer has id.
+func memberGone(ctx context.Context, cli etcd.Conn, id uint64) bool {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	list, err := cli.MemberList(cctx)
+	if err != nil {
+		return false
+	}
+	for _, m := range list.Members {
+		if m.ID == id {
+			return false
+		}
+	}
+	return true
 }

@@ -50,6 +50,15 @@ func TestResetControlPlaneQuorum(t *testing.T) {
 			t.Error("reset left etcd data, a manifest or a key behind")
 		}
 	})
+	t.Run("removal answered by the removed member", func(t *testing.T) {
+		t.Parallel()
+		c := join(t)
+		c.etcd.removeStops = true
+		rep, err := Reset(context.Background(), c.env, ResetOptions{}, nil)
+		if err != nil || rep.EtcdMemberRemoved == "" || c.etcd.member("https://10.0.0.12:2380") != nil {
+			t.Fatalf("a removal that took effect but was answered \"server stopped\": %+v %v", rep, err)
+		}
+	})
 	t.Run("last member: refused", func(t *testing.T) {
 		t.Parallel()
 		c := join(t)

@@ -72,7 +72,9 @@ type Options struct {
 	BindPort         int
 
 	// Wait for registration (and report Ready); WaitReady requires Ready=True.
+	// WaitKubeletOnly waits just for the kubelet's /healthz instead (--wait=kubelet).
 	Wait             bool
+	WaitKubeletOnly  bool
 	WaitReady        bool
 	WaitReadyTimeout time.Duration
 	// ReadyGrace is how long to wait for Ready before reporting the blocking condition.

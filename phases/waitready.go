@@ -3,11 +3,13 @@ package phases
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
 
 	"kjoin.dev/kjoin/operr"
 )
@@ -36,6 +38,9 @@ var WaitReady = Phase{ReadOnly: true,
 }
 
 func runWaitReady(ctx context.Context, e *Env, s *State) error {
+	if s.Opts.WaitKubeletOnly {
+		return waitKubeletHealthy(ctx, e, s)
+	}
 	if s.NodeClient == nil {
 		client, err := e.NewClient(&rest.Config{
 			Host:            s.Discovery.Server,
@@ -98,6 +103,43 @@ func runWaitReady(ctx context.Context, e *Env, s *State) error {
 			WithHint("run kjoin diagnose on this node; a network plugin (CNI) must be installed for nodes to become Ready")
 	}
 	s.Warn(e, "wait-ready", "node %q joined but is not Ready yet: %s (pass --wait-ready to require Ready; kjoin diagnose says why)", name, reason)
+	return nil
+}
+
+// waitKubeletHealthy is --wait=kubelet, what kubeadm's kubelet-start waits for: the kubelet
+// answers its /healthz (port from its config.yaml) and holds its client certificate.
+func waitKubeletHealthy(ctx context.Context, e *Env, s *State) error {
+	port := int32(10248)
+	if b, err := e.ReadFile(KubeletConfigPath); err == nil {
+		var kc struct {
+			HealthzPort *int32 `json:"healthzPort"`
+		}
+		if yaml.Unmarshal(b, &kc) == nil && kc.HealthzPort != nil && *kc.HealthzPort > 0 {
+			port = *kc.HealthzPort
+		}
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d/healthz", port)
+	client := e.HTTPClient(nil)
+	err := e.Poll(ctx, 100*time.Millisecond, s.Opts.Timeouts.KubeletHealth, func(ctx context.Context) (bool, error) {
+		if !e.Exists(KubeletClientCurrent) {
+			return false, nil
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		return operr.Newf(operr.Timeout, "the kubelet did not answer %s within %s", url, s.Opts.Timeouts.KubeletHealth).
+			WithHint("check the kubelet: systemctl status kubelet; journalctl -xeu kubelet")
+	}
+	e.Logf("wait-ready", "the kubelet is healthy (%s) %s after start; not waiting for the Node (--wait=kubelet)", url, e.Clock.Since(s.Started).Round(time.Millisecond))
 	return nil
 }
 

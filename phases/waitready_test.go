@@ -2,6 +2,14 @@ package phases
 
 import (
 	"context"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync/atomic"
 	"strings"
 	"testing"
 	"time"
@@ -68,5 +76,52 @@ func TestWaitReadyDoesNotWaitForTheLease(t *testing.T) {
 	}
 	if !s.Ready || s.LeaseFound || !strings.Contains(h.out.String(), "Lease pending") {
 		t.Errorf("ready %v lease %v output:\n%s", s.Ready, s.LeaseFound, h.out)
+	}
+}
+
+// --wait=kubelet waits for the kubelet's /healthz on the port its config names, and the client
+// certificate, not for the Node (the fake cluster has none).
+func TestWaitKubeletOnlyWaitsForHealthz(t *testing.T) {
+	t.Parallel()
+	h := newTestHost(t)
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" || calls.Add(1) < 3 {
+			http.Error(w, "starting", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprint(w, "ok")
+	}))
+	defer srv.Close()
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	h.env.HTTPClient = func(*x509.CertPool) *http.Client { return srv.Client() }
+	writeHostFile(t, h.root, KubeletConfigPath, fmt.Sprintf("kind: KubeletConfiguration\nhealthzPort: %d\n", port))
+	writeHostFile(t, h.root, KubeletClientCurrent, "cert")
+	o := h.options(t)
+	o.WaitKubeletOnly = true
+	s := &State{Opts: o, NodeClient: h.client, Started: h.env.Clock.Now()}
+	if err := WaitReady.Run(context.Background(), h.env, s); err != nil {
+		t.Fatal(err)
+	}
+	if calls.Load() != 3 || s.RegisteredAfter != 0 {
+		t.Errorf("healthz asked %d times (want until it answered ok, 3); registered %s", calls.Load(), s.RegisteredAfter)
+	}
+
+	// A kubelet that never gets healthy is a timeout naming the URL.
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.Error(w, "no", 500) })
+	o.Timeouts.KubeletHealth = time.Second
+	err := WaitReady.Run(context.Background(), h.env, &State{Opts: o, Started: h.env.Clock.Now()})
+	if operr.CodeOf(err) != operr.Timeout || !strings.Contains(err.Error(), fmt.Sprintf("127.0.0.1:%d/healthz", port)) {
+		t.Errorf("got %v", err)
+	}
+}
+
+func writeHostFile(t *testing.T, root, p, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, p), []byte(content), 0o600); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -99,7 +99,8 @@ func bindJoinFlags(f *pflag.FlagSet, o *JoinOptions) {
 	f.StringVar(&o.Patches, "patches", "", "directory of kubeadm-style patches (kubeletconfiguration, etcd, kube-apiserver, ...)")
 	f.IntVarP(&o.Verbosity, "v", "v", 0, "log verbosity (1: debug)")
 	f.StringVarP(&o.Output, "output", "o", "text", "output format: text or json")
-	f.BoolVar(&o.Wait, "wait", true, "wait for the Node to register (and report Ready)")
+	f.StringVar(&o.Wait, "wait", "ready", "what to wait for at the end: ready (the Node Ready), kubelet (the kubelet's /healthz, as kubeadm) or none; --wait alone = ready, --wait=false = none")
+	f.Lookup("wait").NoOptDefVal = "ready"
 	f.BoolVar(&o.WaitReady, "wait-ready", false, "require the Node to become Ready")
 	f.DurationVar(&o.WaitReadyTimeout, "wait-ready-timeout", 4*time.Minute, "how long --wait-ready waits")
 	f.StringVar(&o.Root, "root", "/", "host root directory (for tests)")
