@@ -51,9 +51,9 @@ type Flags struct {
 	// Wait is what the join waits for at the end: "ready"/"true" (the Node Ready, default),
 	// "kubelet" (the kubelet's /healthz, holding its client certificate: what kubeadm waits
 	// for) or "none"/"false".
-	Wait                     string
-	WaitReady                bool
-	WaitReadyTimeout         time.Duration
+	Wait             string
+	WaitReady        bool
+	WaitReadyTimeout time.Duration
 	// Changed reports whether a flag was set on the command line (nil: none was).
 	Changed func(name string) bool
 }

@@ -28,10 +28,10 @@ type fakeEtcd struct {
 	lockHeld        bool // by another joiner
 	// removeStops: a removal is applied, but answered as the removed member answers it
 	// ("server stopped").
-	removeStops bool
-	locks, unlocks  int
-	added, removed  []uint64
-	promoted        []uint64
+	removeStops    bool
+	locks, unlocks int
+	added, removed []uint64
+	promoted       []uint64
 }
 
 func newFakeEtcd() *fakeEtcd {
