@@ -56,15 +56,25 @@ lab-status: build
 clean:
 	rm -rf bin _artifacts
 
-## bench: worker joins, kubeadm vs kjoin alternately, medians into BENCHMARKS.md
-BENCH_ROUNDS ?= 5
+## bench: kubeadm beside kjoin in one lab run (worker and control-plane joins in random order on
+## rotated hosts, a warm-up round, three control planes at once, nine workers at once, bootstrap
+## storms of growing size); raw samples into BENCHMARKS.samples.jsonl, BENCHMARKS.md generated from them
+BENCH_ROUNDS ?= 10
+BENCH_CP_ROUNDS ?= 10
+BENCH_PARALLEL_ROUNDS ?= 20
+BENCH_STORM ?= 200,400,800,1600
+BENCH_SAMPLES := $(KJOIN_ARTIFACTS)/bench.samples.jsonl
 bench: build components
-	@set -o pipefail; status=0; \
-	KJOIN_BENCH=1 KJOIN_BENCH_ROUNDS=$(BENCH_ROUNDS) KJOIN_BENCH_OUT=$(CURDIR)/_artifacts/bench.md \
+	@set -o pipefail; status=0; mkdir -p $(KJOIN_ARTIFACTS); rm -f $(BENCH_SAMPLES); \
+	KJOIN_BENCH=1 KJOIN_BENCH_SAMPLES=$(BENCH_SAMPLES) KJOIN_BENCH_ROUNDS=$(BENCH_ROUNDS) KJOIN_BENCH_CP_ROUNDS=$(BENCH_CP_ROUNDS) \
+	KJOIN_PARALLEL_ROUNDS=$(BENCH_PARALLEL_ROUNDS) KJOIN_STORM=$(BENCH_STORM) KJOIN_STORM_EXPLORE=1 \
 	KJOIN_BIN=$(CURDIR)/bin/kjoin KJOIN_COMPONENTS=$$(e2e/components/build.sh) \
-	  $(GO) test -tags e2e -count=1 -v -run 'TestBench' -timeout 60m ./e2e/ || status=$$?; \
+	  $(GO) test -tags e2e -p 1 -count=1 -v -run 'TestBench|TestControlPlaneParallel|TestNineWorkersAtOnce|TestBootstrapStorm' -timeout 240m ./e2e/ || status=$$?; \
 	bin/lab down || true; \
-	if [ $$status -eq 0 ]; then e2e/scripts/write-benchmarks.sh _artifacts/bench.md "make bench BENCH_ROUNDS=$(BENCH_ROUNDS)"; fi; exit $$status
+	if [ $$status -eq 0 ]; then cp $(BENCH_SAMPLES) BENCHMARKS.samples.jsonl && \
+	  KJOIN_COMPONENTS=$$(e2e/components/build.sh) $(GO) run ./e2e/cmd/benchreport -samples BENCHMARKS.samples.jsonl -out BENCHMARKS.md \
+	    -command "make bench BENCH_ROUNDS=$(BENCH_ROUNDS) BENCH_CP_ROUNDS=$(BENCH_CP_ROUNDS) BENCH_PARALLEL_ROUNDS=$(BENCH_PARALLEL_ROUNDS) BENCH_STORM=$(BENCH_STORM)"; \
+	else exit $$status; fi
 
 ## demo: lab up, kjoin a worker and a control plane, show nodes and etcd members
 demo: build components

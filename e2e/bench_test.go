@@ -4,10 +4,12 @@ package e2e
 
 import (
 	"context"
-	"fmt"
+	"encoding/json"
+	"math/rand/v2"
 	"os"
-	"sort"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,68 +20,207 @@ import (
 	"kjoin.dev/kjoin/e2e/lab"
 )
 
-// TestBenchWorkerJoin (make bench) joins workers with kubeadm and kjoin alternately in one lab
-// and writes the medians of the join command's wall time and of start→Node Ready.
-func TestBenchWorkerJoin(t *testing.T) {
+// Sample is one benchmark measurement, one JSON line in the samples file (make bench keeps
+// them all beside BENCHMARKS.md, which e2e/cmd/benchreport generates from them).
+type Sample struct {
+	Section string `json:"section"` // worker, control-plane, parallel-control-plane, nine-workers, storm
+	Tool    string `json:"tool"`
+	Round   int    `json:"round"`
+	Warmup  bool   `json:"warmup,omitempty"`
+	Order   int    `json:"order,omitempty"` // position in its round (randomised)
+	Host    string `json:"host,omitempty"`
+	OK      bool   `json:"ok"`
+	// Milliseconds from the command's start.
+	WallMs  int64 `json:"wallMs"`
+	ReadyMs int64 `json:"readyMs,omitempty"` // Node Ready (polled every 50 ms)
+	VoterMs int64 `json:"voterMs,omitempty"` // etcd member started and voting (polled every 100 ms)
+	// KubeletStartedMs is the sum of kjoin's phases up to and including kubelet-start.
+	KubeletStartedMs int64              `json:"kubeletStartedMs,omitempty"`
+	Phases           map[string]int64   `json:"phases,omitempty"` // kjoin's own, from -o json
+	ImagePulls       int                `json:"imagePulls,omitempty"`
+	Extra            map[string]float64 `json:"extra,omitempty"`
+	Error            string             `json:"error,omitempty"`
+}
+
+var sampleMu sync.Mutex
+
+// recordSample appends s to $KJOIN_BENCH_SAMPLES (if set).
+func recordSample(t *testing.T, s Sample) {
+	p := os.Getenv("KJOIN_BENCH_SAMPLES")
+	if p == "" {
+		return
+	}
+	sampleMu.Lock()
+	defer sampleMu.Unlock()
+	b, _ := json.Marshal(s)
+	f, err := os.OpenFile(p, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// benchRand is the run's random order, seeded from KJOIN_BENCH_SEED (logged, so a run can be
+// repeated in the same order).
+func benchRand(t *testing.T) *rand.Rand {
+	seed, err := strconv.ParseUint(os.Getenv("KJOIN_BENCH_SEED"), 10, 64)
+	if err != nil {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("order seed %d (KJOIN_BENCH_SEED)", seed)
+	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+}
+
+// kjoinPhases reads the phase durations of a kjoin -o json report.
+func kjoinPhases(stdout string) (map[string]int64, int64) {
+	var out struct {
+		Phases []struct {
+			Name       string `json:"name"`
+			DurationMs int64  `json:"durationMs"`
+		} `json:"phases"`
+	}
+	if json.Unmarshal([]byte(stdout), &out) != nil {
+		return nil, 0
+	}
+	m := map[string]int64{}
+	var untilKubelet int64
+	seenStart := false
+	for _, p := range out.Phases {
+		m[p.Name] = p.DurationMs
+		if !seenStart {
+			untilKubelet += p.DurationMs
+		}
+		if p.Name == "kubelet-start" {
+			seenStart = true
+		}
+	}
+	return m, untilKubelet
+}
+
+// watchVoter polls etcd every 100 ms until host's member has started and votes.
+func watchVoter(c *framework.Cluster, host string) <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	go func() {
+		deadline := time.Now().Add(4 * time.Minute)
+		for time.Now().Before(deadline) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			ms, err := c.EtcdMembers(ctx)
+			cancel()
+			if err == nil {
+				for _, m := range ms {
+					for _, u := range m.PeerURLs {
+						if strings.Contains(u, "//"+c.Hosts[host].IP+":") && m.Started && !m.Learner {
+							ch <- time.Now()
+							return
+						}
+					}
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		ch <- time.Time{}
+	}()
+	return ch
+}
+
+type benchTool struct {
+	name string
+	argv func(host, key string) []string
+}
+
+// TestBench (make bench) measures worker and control-plane joins, kubeadm beside kjoin in the
+// same lab and run: every round runs each tool once, in a random order, on rotated hosts;
+// round 0 is a warm-up, recorded but left out of the figures.
+func TestBench(t *testing.T) {
 	if os.Getenv("KJOIN_BENCH") == "" {
 		t.Skip("set KJOIN_BENCH=1 (make bench) to run the benchmark")
 	}
-	rounds := envInt("KJOIN_BENCH_ROUNDS", 5)
 	c := framework.Get(t)
-	tools := []struct {
-		name string
-		argv func() []string
-	}{
-		{"kubeadm join", func() []string {
-			return []string{"kubeadm", "join", lab.Endpoint(), "--token", lab.Token, "--discovery-token-ca-cert-hash", c.CAHash, "--ignore-preflight-errors=all"}
-		}},
-		{"kjoin join", func() []string {
-			return []string{"kjoin", "join", lab.Endpoint(), "--token-file", "/run/lab/token", "--discovery-token-ca-cert-hash", c.CAHash}
-		}},
-		{"kjoin join --wait=false", func() []string {
-			return []string{"kjoin", "join", lab.Endpoint(), "--token-file", "/run/lab/token", "--discovery-token-ca-cert-hash", c.CAHash, "--wait=false"}
-		}},
+	rng := benchRand(t)
+	kjoinArgs := func(host, key string, extra ...string) []string {
+		return joinArgs(c, host, key, append([]string{"-o", "json"}, extra...)...)
 	}
-	wall := map[string][]time.Duration{}
-	ready := map[string][]time.Duration{}
-	for i := 0; i < rounds; i++ {
-		for j, tool := range tools {
-			host := fmt.Sprintf("w%d", 1+j)
+	kubeadmArgs := func(host, key string) []string {
+		a := []string{"kubeadm", "join", lab.Endpoint(), "--token", lab.Token, "--discovery-token-ca-cert-hash", c.CAHash, "--ignore-preflight-errors=all"}
+		if key != "" {
+			a = append(a, "--control-plane", "--certificate-key", key, "--apiserver-advertise-address", c.Hosts[host].IP)
+		}
+		return a
+	}
+
+	t.Run("worker", func(t *testing.T) {
+		tools := []benchTool{
+			{"kubeadm join", func(h, _ string) []string { return kubeadmArgs(h, "") }},
+			{"kjoin join", func(h, _ string) []string { return kjoinArgs(h, "") }},
+			{"kjoin join --wait=kubelet", func(h, _ string) []string { return kjoinArgs(h, "", "--wait=kubelet") }},
+			{"kjoin join --wait=false", func(h, _ string) []string { return kjoinArgs(h, "", "--wait=false") }},
+		}
+		hosts := []string{"w1", "w2", "w3", "w4"}
+		benchRounds(t, c, rng, "worker", tools, hosts, "", envInt("KJOIN_BENCH_ROUNDS", 10))
+	})
+	t.Run("control-plane", func(t *testing.T) {
+		key, err := c.UploadCerts(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		tools := []benchTool{
+			{"kubeadm join --control-plane", func(h, k string) []string { return kubeadmArgs(h, k) }},
+			{"kjoin join --control-plane", func(h, k string) []string { return kjoinArgs(h, k) }},
+		}
+		benchRounds(t, c, rng, "control-plane", tools, []string{"cp2", "cp3"}, key, envInt("KJOIN_BENCH_CP_ROUNDS", 10))
+	})
+}
+
+// benchRounds runs rounds+1 rounds (the first a warm-up) of every tool, one join at a time on
+// a fresh host, and records a sample per join.
+func benchRounds(t *testing.T, c *framework.Cluster, rng *rand.Rand, section string, tools []benchTool, hosts []string, key string, rounds int) {
+	for round := 0; round <= rounds; round++ {
+		order := rng.Perm(len(tools))
+		for pos, ti := range order {
+			tool := tools[ti]
+			host := hosts[(round+pos)%len(hosts)]
 			if _, err := c.AddHost(context.Background(), host, t.Logf); err != nil {
 				t.Fatal(err)
 			}
 			writeToken(t, c, host, lab.Token)
 			readyCh := watchReady(c, host)
+			var voterCh <-chan time.Time
+			if key != "" {
+				voterCh = watchVoter(c, host)
+			}
 			start := time.Now()
-			r := c.Run(t, host, tool.argv()...)
+			r := c.Exec(context.Background(), host, tool.argv(host, key)...)
+			s := Sample{Section: section, Tool: tool.name, Round: round, Warmup: round == 0, Order: pos + 1, Host: host,
+				OK: r.Err == nil, WallMs: r.Duration.Milliseconds()}
 			if r.Err != nil {
 				c.DumpLogs(t, host, "cp1")
 				t.Fatalf("%s on %s: %v", tool.name, host, r.Error())
 			}
-			at := <-readyCh
-			if at.IsZero() {
-				c.DumpLogs(t, host, "cp1")
+			if at := <-readyCh; !at.IsZero() {
+				s.ReadyMs = at.Sub(start).Milliseconds()
+			} else {
 				t.Fatalf("%s: node %s never became Ready", tool.name, host)
 			}
-			wall[tool.name] = append(wall[tool.name], r.Duration)
-			ready[tool.name] = append(ready[tool.name], at.Sub(start))
-			t.Logf("round %d %-24s wall %-10s start->Ready %s", i+1, tool.name, r.Duration.Round(time.Millisecond), at.Sub(start).Round(time.Millisecond))
+			if voterCh != nil {
+				if at := <-voterCh; !at.IsZero() {
+					s.VoterMs = at.Sub(start).Milliseconds()
+				} else {
+					t.Fatalf("%s: %s's etcd member never voted", tool.name, host)
+				}
+			}
+			if strings.HasPrefix(tool.name, "kjoin") {
+				s.Phases, s.KubeletStartedMs = kjoinPhases(r.Stdout)
+			}
+			s.ImagePulls = len(c.ImagePulls(host))
+			if s.ImagePulls > 0 {
+				t.Errorf("%s on %s pulled images: %v", tool.name, host, c.ImagePulls(host))
+			}
+			recordSample(t, s)
+			t.Logf("round %d #%d %-30s on %s: wall %6dms ready %6dms voter %6dms", round, pos+1, tool.name, host, s.WallMs, s.ReadyMs, s.VoterMs)
 			c.Forget(t, host)
-		}
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "| tool | runs | join wall time (median) | start → Node Ready (median) |\n|---|---|---|---|\n")
-	for _, tool := range tools {
-		fmt.Fprintf(&b, "| `%s` | %d | %s | %s |\n", tool.name, len(wall[tool.name]), median(wall[tool.name]), median(ready[tool.name]))
-	}
-	kw, jw, jf := median(wall["kubeadm join"]), median(wall["kjoin join"]), median(wall["kjoin join --wait=false"])
-	kr, jr := median(ready["kubeadm join"]), median(ready["kjoin join --wait=false"])
-	fmt.Fprintf(&b, "\nRatios (kjoin / kubeadm): wall %.2f (default, waits for the Node to be Ready), wall %.2f (--wait=false, returns once the kubelet has its identity, as kubeadm does); start→Ready %.2f (--wait=false run), %.2f (default run).\n",
-		ratio(jw, kw), ratio(jf, kw), ratio(jr, kr), ratio(median(ready["kjoin join"]), kr))
-	fmt.Println(b.String())
-	if out := os.Getenv("KJOIN_BENCH_OUT"); out != "" {
-		if err := os.WriteFile(out, []byte(b.String()), 0o644); err != nil {
-			t.Fatal(err)
 		}
 	}
 }
@@ -104,20 +245,4 @@ func watchReady(c *framework.Cluster, name string) <-chan time.Time {
 		ch <- time.Time{}
 	}()
 	return ch
-}
-
-func median(d []time.Duration) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := append([]time.Duration{}, d...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return s[len(s)/2].Round(time.Millisecond)
-}
-
-func ratio(a, b time.Duration) float64 {
-	if b == 0 {
-		return 0
-	}
-	return float64(a) / float64(b)
 }

@@ -165,8 +165,11 @@ func TestControlPlaneParallel(t *testing.T) {
 		details []string
 	}
 	results := map[string]*outcome{"kjoin": {}, "kubeadm": {}}
-	for _, tool := range []string{"kjoin", "kubeadm"} {
-		for round := 1; round <= rounds; round++ {
+	rng := benchRand(t)
+	for round := 1; round <= rounds; round++ {
+		tools := []string{"kjoin", "kubeadm"}
+		rng.Shuffle(len(tools), func(i, j int) { tools[i], tools[j] = tools[j], tools[i] })
+		for pos, tool := range tools {
 			hosts := []string{"cp2", "cp3", "cp4"}
 			for _, h := range hosts {
 				if _, err := c.AddHost(context.Background(), h, t.Logf); err != nil {
@@ -217,7 +220,15 @@ func TestControlPlaneParallel(t *testing.T) {
 			}
 			results[tool].details = append(results[tool].details, detail)
 			t.Logf("%s %s", tool, detail)
-			fmt.Printf("PARALLEL-ROUND tool=%s round=%d ok=%t wall=%.3fs\n", tool, round, ok, wall.Seconds())
+			sample := Sample{Section: "parallel-control-plane", Tool: tool + " join --control-plane x3", Round: round, Order: pos + 1, OK: ok, WallMs: wall.Milliseconds()}
+			sample.Extra = map[string]float64{}
+			for i, r := range res {
+				sample.Extra[hosts[i]+"WallMs"] = float64(r.Duration.Milliseconds())
+			}
+			if !ok {
+				sample.Error = fmt.Sprintf("%v %v", failed, verr)
+			}
+			recordSample(t, sample)
 			if tool == "kjoin" && !ok {
 				c.DumpLogs(t, "cp1", "cp2", "cp3", "cp4")
 				t.Errorf("kjoin parallel round %d failed: %s", round, detail)
