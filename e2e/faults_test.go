@@ -418,7 +418,9 @@ timeouts:
 		}
 		// A waiting join proceeds once the killed holder's lease (30 s) expires.
 		waiting := make(chan lab.Result, 1)
-		go func() { waiting <- c.Exec(context.Background(), "cp3", joinArgs(c, "cp3", key, "-o", "json")...) }()
+		go func() {
+			waiting <- c.Exec(context.Background(), "cp3", joinArgs(c, "cp3", key, "-o", "json", "-v", "1")...)
+		}()
 		time.Sleep(2 * time.Second)
 		holder.kill(t)
 		killedAt := time.Now()
@@ -428,6 +430,9 @@ timeouts:
 			t.Fatalf("the waiting join failed: %v", r.Error())
 		}
 		t.Logf("cp3 finished %s after the lock holder was killed", time.Since(killedAt).Round(time.Second))
+		if !strings.Contains(r.Stderr, "another control-plane node is joining etcd") || !strings.Contains(r.Stderr, "etcd join lock acquired after") {
+			t.Errorf("cp3 did not wait for the lock:\n%s", tail(r.Stderr, 20))
+		}
 		rerun(t, c, "cp2", key)
 		assertJoined(t, c, "cp2", "cp1", "cp2", "cp3")
 		assertJoined(t, c, "cp3", "cp1", "cp2", "cp3")

@@ -2,6 +2,7 @@ package phases
 
 import (
 	"context"
+	"net/http"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -69,6 +70,9 @@ func runDiscovery(ctx context.Context, e *Env, s *State) error {
 	cfg.TLSClientConfig.CAData = s.Discovery.CAData
 	cfg.Timeout = 10 * time.Second
 	cfg.UserAgent = "kjoin"
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return &authRetry{next: rt, clock: e.Clock, window: unauthorizedWindow, logf: func(f string, a ...any) { e.Debugf("discovery", f, a...) }}
+	})
 	client, err := e.NewClient(cfg)
 	if err != nil {
 		return operr.Wrap(operr.Other, err, "build the bootstrap client", "")
