@@ -95,7 +95,7 @@ type Result struct {
 // if the join fails.
 func (j *Join) Run(ctx context.Context) (res *Result, err error) {
 	if j.Interval == 0 {
-		j.Interval = 500 * time.Millisecond
+		j.Interval = 200 * time.Millisecond
 	}
 	if j.CallTimeout == 0 {
 		j.CallTimeout = 5 * time.Second
@@ -329,8 +329,10 @@ func (j *Join) waitStarted(ctx context.Context, id uint64) error {
 	}
 }
 
+// promote retries every Interval (sub-second, no back-off): the learner is promoted as soon
+// as etcd accepts it, which is the moment it has caught up.
 func (j *Join) promote(ctx context.Context, id uint64) error {
-	bo := backoff(j.Interval)
+	last := ""
 	for {
 		cctx, cancel := context.WithTimeout(ctx, j.CallTimeout)
 		_, err := j.Cluster.MemberPromote(cctx, id)
@@ -350,11 +352,14 @@ func (j *Join) promote(ctx context.Context, id uint64) error {
 		if qerr := j.quorumLost(ctx); qerr != nil {
 			return qerr
 		}
-		j.Logf("promote %x: %v (retrying: the learner is still catching up)", id, err)
+		if err.Error() != last {
+			last = err.Error()
+			j.Logf("promote %x: %v (retrying: the learner is still catching up)", id, err)
+		}
 		select {
 		case <-ctx.Done():
 			return operr.Wrap(operr.Timeout, err, fmt.Sprintf("etcd learner %x did not catch up to be promoted within %s", id, j.Timeout), "check etcd's logs on this node and the network between control planes")
-		case <-j.Clock.After(bo.Step()):
+		case <-j.Clock.After(j.Interval):
 		}
 	}
 }
@@ -396,10 +401,11 @@ func etcdError(err error, what string) error {
 	return operr.Wrap(operr.Other, err, what, "")
 }
 
-// backoff is the retry schedule of membership changes etcd refuses for a while: from initial,
-// doubling, at most 4 s apart.
+// backoff is the retry schedule of membership changes etcd refuses for a while (it refuses
+// them until every member has been connected for a few seconds): from initial, doubling, at
+// most 1 s apart, so a join proceeds within a second of etcd allowing it.
 func backoff(initial time.Duration) wait.Backoff {
-	return wait.Backoff{Duration: initial, Factor: 2, Cap: 4 * time.Second, Steps: math.MaxInt32}
+	return wait.Backoff{Duration: initial, Factor: 2, Cap: time.Second, Steps: math.MaxInt32}
 }
 
 // RemoveMember removes a member, retrying passing refusals (etcd refuses membership changes
