@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -145,14 +146,26 @@ func TestResumeAfterKill(t *testing.T) {
 		if cp {
 			args = append(args, "--control-plane", "--certificate-key", key, "--apiserver-advertise-address", c.Hosts[host].IP)
 		}
-		killed := c.Exec(context.Background(), host, append([]string{"env"}, append(env, args...)...)...)
-		if killed.ExitCode == 0 {
-			t.Fatalf("kjoin was not killed after %s", phase)
+		start := time.Now()
+		killed := c.ExecEnv(context.Background(), host, env, nil, args...)
+		if killed.Signal != syscall.SIGKILL {
+			t.Fatalf("kjoin was not killed by SIGKILL after %s: exit %d signal %v\n%s", phase, killed.ExitCode, killed.Signal, tail(killed.Stderr, 20))
 		}
+		before := csrsSince(t, c, host, start)
 		r := c.Run(t, host, append(args, "-o", "json")...)
 		if r.Err != nil {
 			c.DumpLogs(t, host, "cp1")
 			t.Fatalf("resume after kill at %s: %v", phase, r.Error())
+		}
+		out := parseJoinJSON(t, r)
+		after := csrsSince(t, c, host, start)
+		if len(before) > 0 {
+			// The killed run had made its CSR: the re-run made none.
+			if len(after) != len(before) || after[0].UID != before[0].UID {
+				t.Errorf("the re-run after a kill at %s made another CSR: before %d, after %d", phase, len(before), len(after))
+			}
+		} else if len(after) != 1 || out.CSR != after[0].Name || after[0].CreationTimestamp.Time.Before(start.Truncate(time.Second)) {
+			t.Errorf("want the one CSR the re-run created (%q), have %d", out.CSR, len(after))
 		}
 		c.WaitNodeCondition(t, host, corev1.NodeReady, corev1.ConditionTrue, 2*time.Minute)
 		assertNoPendingCSR(t, c, host)
@@ -179,6 +192,18 @@ func TestResumeAfterKill(t *testing.T) {
 			run(t, "cp3", true, phase, key)
 		})
 	}
+}
+
+// csrsSince is the node's kjoin CSRs created since start (host names are reused by tests).
+func csrsSince(t *testing.T, c *framework.Cluster, node string, start time.Time) []certificatesv1.CertificateSigningRequest {
+	t.Helper()
+	var out []certificatesv1.CertificateSigningRequest
+	for _, csr := range nodeCSRs(t, c, node) {
+		if !csr.CreationTimestamp.Time.Before(start.Truncate(time.Second)) {
+			out = append(out, csr)
+		}
+	}
+	return out
 }
 
 func assertNoPendingCSR(t *testing.T, c *framework.Cluster, node string) {

@@ -39,7 +39,7 @@ func TestKubeadmJoinWorker(t *testing.T) {
 	fmt.Printf("ANCHOR kubeadm join (worker w1): join wall %s, start->Ready %s\n", joinWall.Round(time.Millisecond), ready.Round(time.Millisecond))
 
 	assertLeaseRenews(t, c, "w1")
-	assertKubeletCSRIssued(t, c, "w1")
+	assertKubeletCSRIssued(t, c, "w1", start, "")
 	assertNoImagePull(t, c, "w1")
 }
 
@@ -108,41 +108,41 @@ func assertLeaseRenews(t *testing.T, c *framework.Cluster, node string) {
 	}
 }
 
-// assertKubeletCSRIssued checks that a kubelet client CSR for the node was approved and issued.
-func assertKubeletCSRIssued(t *testing.T, c *framework.Cluster, node string) {
+// assertKubeletCSRIssued checks the kubelet client CSR of the join that started at since: the
+// one CSR for the node created since then (named want, when the tool reported its name) was
+// approved and issued. Earlier CSRs of reused host names are not looked at.
+func assertKubeletCSRIssued(t *testing.T, c *framework.Cluster, node string, since time.Time, want string) {
 	t.Helper()
 	csrs, err := c.Client.CertificatesV1().CertificateSigningRequests().List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The newest kubelet client CSR for this node (host names are reused across tests).
-	var latest *certificatesv1.CertificateSigningRequest
-	for i, csr := range csrs.Items {
-		if csr.Spec.SignerName != certificatesv1.KubeAPIServerClientKubeletSignerName {
+	var mine []certificatesv1.CertificateSigningRequest
+	for _, csr := range csrs.Items {
+		if csr.Spec.SignerName != certificatesv1.KubeAPIServerClientKubeletSignerName || csr.CreationTimestamp.Time.Before(since.Truncate(time.Second)) {
 			continue
 		}
-		x, err := parseCSR(csr.Spec.Request)
-		if err != nil || x.Subject.CommonName != "system:node:"+node {
-			continue
-		}
-		if latest == nil || !csr.CreationTimestamp.Before(&latest.CreationTimestamp) {
-			latest = &csrs.Items[i]
+		if x, err := parseCSR(csr.Spec.Request); err == nil && x.Subject.CommonName == "system:node:"+node {
+			mine = append(mine, csr)
 		}
 	}
-	if latest != nil {
-		approved := false
-		for _, cond := range latest.Status.Conditions {
-			if cond.Type == certificatesv1.CertificateApproved && cond.Status == corev1.ConditionTrue {
-				approved = true
-			}
-		}
-		if approved && len(latest.Status.Certificate) > 0 {
-			t.Logf("CSR %s for %s approved and issued (requested by %s)", latest.Name, node, latest.Spec.Username)
-			return
-		}
-		t.Fatalf("CSR %s for %s: approved=%v, certificate issued=%v", latest.Name, node, approved, len(latest.Status.Certificate) > 0)
+	if len(mine) != 1 {
+		t.Fatalf("want exactly one kubelet client CSR for %s created since %s, have %d", node, since.Format(time.RFC3339), len(mine))
 	}
-	t.Fatalf("no kubelet client CSR for node %s among %d CSRs", node, len(csrs.Items))
+	csr := mine[0]
+	if want != "" && csr.Name != want {
+		t.Fatalf("the CSR created for %s is %s, but the join reported %s", node, csr.Name, want)
+	}
+	approved := false
+	for _, cond := range csr.Status.Conditions {
+		if cond.Type == certificatesv1.CertificateApproved && cond.Status == corev1.ConditionTrue {
+			approved = true
+		}
+	}
+	if !approved || len(csr.Status.Certificate) == 0 {
+		t.Fatalf("CSR %s for %s: approved=%v, certificate issued=%v", csr.Name, node, approved, len(csr.Status.Certificate) > 0)
+	}
+	t.Logf("CSR %s (uid %s, created %s) for %s approved and issued (requested by %s)", csr.Name, csr.UID, csr.CreationTimestamp.Format(time.RFC3339), node, csr.Spec.Username)
 }
 
 // assertEtcdVoters waits until etcd has n started, voting members.

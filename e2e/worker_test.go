@@ -73,6 +73,7 @@ func parseJoinJSON(t *testing.T, r lab.Result) joinJSON {
 func TestKjoinWorker(t *testing.T) {
 	c := framework.Get(t)
 	c.Host(t, "w1")
+	start := time.Now()
 	r := kjoinJoin(t, c, "w1", "--output", "json")
 	if r.Err != nil {
 		t.Fatalf("%v", r.Error())
@@ -86,7 +87,7 @@ func TestKjoinWorker(t *testing.T) {
 	}
 	c.WaitNodeCondition(t, "w1", corev1.NodeReady, corev1.ConditionTrue, time.Minute)
 	assertLeaseRenews(t, c, "w1")
-	assertKubeletCSRIssued(t, c, "w1")
+	assertKubeletCSRIssued(t, c, "w1", start, out.CSR)
 	assertVerified(t, c, 0, "w1")
 
 	c.MustRun(t, "w1", "systemctl", "restart", "kubelet")
