@@ -250,8 +250,9 @@ func TestJoinFaults(t *testing.T) {
 		}
 		cont := func() { _, _ = c.Signal("cp1", "kube-controller-manager", syscall.SIGCONT) }
 		defer cont()
+		start := time.Now()
 		p := startPaused(t, c, "w8", "tls-bootstrap/csr-created", "")
-		csrs := nodeCSRs(t, c, "w8")
+		csrs := csrsSince(t, c, "w8", start)
 		if len(csrs) != 1 {
 			t.Fatalf("want the one CSR kjoin created, have %d", len(csrs))
 		}
@@ -268,7 +269,7 @@ func TestJoinFaults(t *testing.T) {
 		if out.CSR != made.Name {
 			t.Errorf("re-run used CSR %q, want the killed run's %s", out.CSR, made.Name)
 		}
-		after := nodeCSRs(t, c, "w8")
+		after := csrsSince(t, c, "w8", start)
 		if len(after) != 1 || after[0].UID != made.UID || !after[0].CreationTimestamp.Equal(&made.CreationTimestamp) {
 			t.Errorf("want exactly CSR %s (uid %s, created %s), have %d CSRs", made.Name, made.UID, made.CreationTimestamp, len(after))
 		} else if len(after[0].Status.Certificate) == 0 {

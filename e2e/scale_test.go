@@ -67,7 +67,7 @@ func TestNineWorkersAtOnce(t *testing.T) {
 		}
 	}
 	for _, h := range hosts {
-		csrs := nodeCSRs(t, c, h)
+		csrs := csrsSince(t, c, h, start)
 		if len(csrs) != 1 || len(csrs[0].Status.Certificate) == 0 {
 			t.Errorf("%s: want one issued CSR, have %d", h, len(csrs))
 		}
