@@ -155,6 +155,7 @@ func TestCommandsEndToEnd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		start := time.Now()
 		r := kjoinJoin(t, c, "w2", "--dry-run", "-o", "json")
 		if r.Err != nil {
 			t.Fatal(r.Error())
@@ -181,7 +182,7 @@ func TestCommandsEndToEnd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(csrsAfter.Items) != len(csrsBefore.Items) || len(nodeCSRs(t, c, "w2")) != 0 {
+		if len(csrsAfter.Items) != len(csrsBefore.Items) || len(csrsSince(t, c, "w2", start)) != 0 {
 			t.Errorf("--dry-run created a CSR (%d → %d)", len(csrsBefore.Items), len(csrsAfter.Items))
 		}
 		if _, err := c.Client.CoreV1().Nodes().Get(context.Background(), "w2", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
