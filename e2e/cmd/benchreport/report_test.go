@@ -1,0 +1,35 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// The report is computed from the samples: warm-up rounds are left out, medians and ratios
+// come from the same run, and kjoin's own time is split from the kubelet's.
+func TestReportFromSamples(t *testing.T) {
+	samples, err := load("testdata/samples.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	worker(&b, samples)
+	controlPlane(&b, samples)
+	storm(&b, samples)
+	out := b.String()
+	for _, want := range []string{
+		"| `kubeadm join` | 2 | 2.00 s / **4.00 s** / 4.00 s |", // warm-up (9 s) left out
+		"| `kjoin join` | 2 | 1.00 s / **1.40 s** / 1.40 s | 1.10 s / **1.50 s** / 1.50 s | 0.30 s / **0.50 s** / 0.50 s | 0.80 s / **1.00 s** / 1.00 s |",
+		"| `kjoin join` | 0.35 | 0.36 |", // 1.4/4.0 and 1.5/4.2
+		"kjoin / kubeadm, medians of this run: wall 0.40, start → Ready 0.40, start → voter 0.27",
+		"| discovery | 0.05 s / **0.05 s** / 0.05 s |",
+		"| 200 | 200 | 200 | 30.00 s |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Index(out, "| discovery |") > strings.Index(out, "| etcd-join |") {
+		t.Error("phases are not in join order")
+	}
+}
