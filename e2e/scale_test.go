@@ -137,7 +137,7 @@ func stormRound(t *testing.T, c *framework.Cluster, n int) bool {
 			node := fmt.Sprintf("%s%03d", prefix, i)
 			r := c.Exec(context.Background(), "w9", "kjoin", "join", "phase", "tls-bootstrap", lab.Endpoint(),
 				"--token-file", "/run/lab/token", "--discovery-token-ca-cert-hash", c.CAHash,
-				"--node-name", node, "--root", "/var/lib/storm/"+node, "-o", "json")
+				"--node-name", node, "--root", "/var/lib/storm/"+node, "--cri-socket", "unix:///run/containerd/containerd.sock", "-o", "json")
 			res := stormResult{Node: node, Wall: r.Duration, Code: r.ExitCode}
 			if r.Err != nil {
 				res.Error = lastLine(r.Stderr)
