@@ -141,6 +141,9 @@ func stormRound(t *testing.T, c *framework.Cluster, n int) bool {
 			res := stormResult{Node: node, Wall: r.Duration, Code: r.ExitCode}
 			if r.Err != nil {
 				res.Error = lastLine(r.Stderr)
+				if res.Error == "" {
+					res.Error = r.Err.Error() // did not run: the driver host's limit, not kjoin's
+				}
 				var out joinJSON
 				if json.Unmarshal([]byte(r.Stdout), &out) == nil && out.Error != nil {
 					res.Error = out.Error.Message

@@ -43,7 +43,7 @@ func runTLSBootstrap(ctx context.Context, e *Env, s *State) error {
 			e.Logf("tls-bootstrap", "the kubelet already holds a valid client certificate for system:node:%s (%s)", name, p)
 			return writeKubeletKubeconfig(e, s, server)
 		}
-	} else if err := refuseReadyNode(ctx, s, name); err != nil {
+	} else if err := refuseReadyNode(ctx, e, s, name); err != nil {
 		return err
 	}
 	if s.Opts.DryRun {
@@ -202,8 +202,24 @@ func validIdentity(e *Env, s *State) (string, bool) {
 }
 
 // refuseReadyNode applies kubeadm's rule: never take over the name of a Ready Node.
-func refuseReadyNode(ctx context.Context, s *State, name string) error {
-	node, err := s.BootstrapClient.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+// Passing API errors (throttling, timeouts, a restarting API server) are retried.
+func refuseReadyNode(ctx context.Context, e *Env, s *State, name string) error {
+	var node *corev1.Node
+	var err error
+	bo := tlsbootstrap.Backoff()
+	deadline := e.Clock.Now().Add(s.Opts.Timeouts.TLSBootstrap)
+	for {
+		node, err = s.BootstrapClient.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if !tlsbootstrap.Transient(err) || !e.Clock.Now().Before(deadline) {
+			break
+		}
+		e.Debugf("tls-bootstrap", "look up node %q: %v (retrying)", name, err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-e.Clock.After(bo.Step()):
+		}
+	}
 	if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
 		return nil
 	}

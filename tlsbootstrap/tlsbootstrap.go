@@ -9,11 +9,15 @@ import (
 	"context"
 	"crypto"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"math"
+	"net"
 	"strings"
 	"time"
 
@@ -22,6 +26,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	certificatesclient "k8s.io/client-go/kubernetes/typed/certificates/v1"
@@ -65,9 +71,30 @@ func NewCSR(nodeName string, key crypto.Signer) ([]byte, error) {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), nil
 }
 
-// Create submits a CSR and returns its name.
+// Name is the CSR name for a node's key: derived from the key, so that a create whose answer
+// was lost (a client timeout under load) is found again, not made twice.
+func Name(nodeName string, key crypto.Signer) (string, error) {
+	der, err := x509.MarshalPKIXPublicKey(key.Public())
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(der)
+	prefix := "kjoin-" + nodeName
+	if len(prefix) > 240 {
+		prefix = prefix[:240]
+	}
+	return prefix + "-" + hex.EncodeToString(sum[:])[:12], nil
+}
+
+// Create submits the node's CSR and returns its name. Passing refusals (throttling, timeouts,
+// an API server restarting) are retried with back-off until r.Timeout; a create whose answer
+// was lost finds its CSR by name and checks that it asks for this key.
 func Create(ctx context.Context, r Request) (string, error) {
 	csrPEM, err := NewCSR(r.NodeName, r.Key)
+	if err != nil {
+		return "", fmt.Errorf("create CSR: %w", err)
+	}
+	name, err := Name(r.NodeName, r.Key)
 	if err != nil {
 		return "", fmt.Errorf("create CSR: %w", err)
 	}
@@ -76,25 +103,76 @@ func Create(ctx context.Context, r Request) (string, error) {
 		usages = append(usages, certificatesv1.UsageKeyEncipherment)
 	}
 	csr := &certificatesv1.CertificateSigningRequest{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "kjoin-" + r.NodeName + "-"},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: certificatesv1.CertificateSigningRequestSpec{
 			Request:    csrPEM,
 			SignerName: certificatesv1.KubeAPIServerClientKubeletSignerName,
 			Usages:     usages,
 		},
 	}
-	created, err := r.Client.CertificatesV1().CertificateSigningRequests().Create(ctx, csr, metav1.CreateOptions{})
-	if err != nil {
-		if apierrors.IsUnauthorized(err) {
-			return "", operr.Wrap(operr.Auth, err, "the API server rejected the bootstrap token", "the token may have expired or been deleted: create a new one with kjoin token create")
+	if r.Logf == nil {
+		r.Logf = func(string, ...any) {}
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
+	defer cancel()
+	csrs := r.Client.CertificatesV1().CertificateSigningRequests()
+	bo := Backoff()
+	for {
+		_, err := csrs.Create(ctx, csr, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			var existing *certificatesv1.CertificateSigningRequest
+			if existing, err = csrs.Get(ctx, name, metav1.GetOptions{}); err == nil {
+				if merr := Matches(existing, r.Key); merr != nil {
+					return "", operr.Wrap(operr.Other, merr, "a CSR named "+name+" already exists and does not ask for this node's key", "delete it (kubectl delete csr "+name+") and run the join again")
+				}
+				r.Logf("CSR %s already exists for this key (an earlier answer was lost); using it", name)
+				return name, nil
+			}
 		}
-		if apierrors.IsForbidden(err) {
+		switch {
+		case err == nil:
+			return name, nil
+		case apierrors.IsUnauthorized(err):
+			return "", operr.Wrap(operr.Auth, err, "the API server rejected the bootstrap token", "the token may have expired or been deleted: create a new one with kjoin token create")
+		case apierrors.IsForbidden(err):
 			return "", operr.Wrap(operr.Auth, err, "the bootstrap token may not create CertificateSigningRequests",
 				"kubeadm binds ClusterRole system:node-bootstrapper to group system:bootstrappers:kubeadm:default-node-token (ClusterRoleBinding kubeadm:kubelet-bootstrap); check it and the token's auth-extra-groups")
+		case !Transient(err):
+			return "", fmt.Errorf("create CertificateSigningRequest: %w", err)
 		}
-		return "", fmt.Errorf("create CertificateSigningRequest: %w", err)
+		r.Logf("create CSR %s: %v (retrying)", name, err)
+		select {
+		case <-ctx.Done():
+			return "", operr.Wrap(operr.Timeout, err, fmt.Sprintf("could not create CSR %s within %s", name, r.Timeout), "the API server is overloaded or unreachable; run the join again")
+		case <-r.Clock.After(bo.Step()):
+		}
 	}
-	return created.Name, nil
+}
+
+// Backoff is the retry schedule for passing API errors: from 250 ms, doubling with jitter, at
+// most 4 s apart (a loaded API server gets room, a restarted one is found quickly).
+func Backoff() wait.Backoff {
+	return wait.Backoff{Duration: 250 * time.Millisecond, Factor: 2, Jitter: 0.3, Cap: 4 * time.Second, Steps: math.MaxInt32}
+}
+
+// Transient reports whether an API error is passing: throttling (429), server timeouts and
+// errors, an unreachable or restarting API server, a request that timed out on the client.
+func Transient(err error) bool {
+	if err == nil {
+		return false
+	}
+	if apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsInternalError(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsUnexpectedServerError(err) {
+		return true
+	}
+	if utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	return strings.Contains(err.Error(), "Client.Timeout exceeded") || strings.Contains(err.Error(), "TLS handshake timeout")
 }
 
 // ErrFinal marks a CSR that can never be issued (denied, failed or gone): a resumed join must

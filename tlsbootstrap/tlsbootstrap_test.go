@@ -4,17 +4,21 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/pki"
@@ -26,7 +30,6 @@ func newClient(t *testing.T, decide func(*certificatesv1.CertificateSigningReque
 	c := fake.NewClientset()
 	c.PrependReactor("create", "certificatesigningrequests", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		csr := a.(k8stesting.CreateAction).GetObject().(*certificatesv1.CertificateSigningRequest)
-		csr.Name = csr.GenerateName + "abcde"
 		return false, csr, nil
 	})
 	go func() {
@@ -66,7 +69,7 @@ func TestIssued(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(got.CertPEM) != "CERT" || got.CSRName != "kjoin-w1-abcde" {
+	if want, _ := Name("w1", r.Key); string(got.CertPEM) != "CERT" || got.CSRName != want || !strings.HasPrefix(want, "kjoin-w1-") {
 		t.Errorf("unexpected %+v", got)
 	}
 	csr, _ := c.CertificatesV1().CertificateSigningRequests().Get(context.Background(), name, metav1.GetOptions{})
@@ -114,5 +117,54 @@ func TestApprovedNotSigned(t *testing.T) {
 	_, err := Wait(context.Background(), r, name)
 	if err == nil || !strings.Contains(err.Error(), "approved but not signed") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// Under load a create's answer can be lost (client timeout) after the API server made the
+// CSR: the retry finds it by its key-derived name and uses it; nothing is created twice.
+// Throttling and server timeouts are retried too.
+func TestCreateRetriesAndFindsALostCreate(t *testing.T) {
+	c := fake.NewClientset()
+	calls := 0
+	c.PrependReactor("create", "certificatesigningrequests", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		calls++
+		switch calls {
+		case 1:
+			return true, nil, apierrors.NewTooManyRequests("slow down", 1)
+		case 2:
+			return true, nil, apierrors.NewServerTimeout(certificatesv1.Resource("certificatesigningrequests"), "create", 1)
+		case 3: // created, but the answer is lost
+			csr := a.(k8stesting.CreateAction).GetObject().(*certificatesv1.CertificateSigningRequest)
+			if err := c.Tracker().Create(certificatesv1.SchemeGroupVersion.WithResource("certificatesigningrequests"), csr, ""); err != nil {
+				t.Fatal(err)
+			}
+			return true, nil, &url.Error{Op: "Post", URL: "https://cp:6443", Err: errors.New("net/http: request canceled (Client.Timeout exceeded while awaiting headers)")}
+		}
+		return false, nil, nil
+	})
+	r := request(t, c, 30*time.Second)
+	r.Clock = clocktesting.NewFakeClock(time.Now())
+	go func() { // advance the back-off waits
+		for i := 0; i < 1000; i++ {
+			time.Sleep(time.Millisecond)
+			r.Clock.(*clocktesting.FakeClock).Step(time.Second)
+		}
+	}()
+	name, err := Create(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, _ := c.CertificatesV1().CertificateSigningRequests().List(context.Background(), metav1.ListOptions{})
+	if want, _ := Name("w1", r.Key); name != want || len(list.Items) != 1 || calls != 4 {
+		t.Errorf("name %s (want %s), %d CSRs, %d creates", name, want, len(list.Items), calls)
+	}
+
+	// A non-passing error is not retried.
+	c2 := fake.NewClientset()
+	c2.PrependReactor("create", "certificatesigningrequests", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewBadRequest("no")
+	})
+	if _, err := Create(context.Background(), request(t, c2, time.Second)); err == nil || Transient(err) {
+		t.Errorf("a bad request: %v", err)
 	}
 }
