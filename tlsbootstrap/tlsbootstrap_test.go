@@ -168,3 +168,26 @@ func TestCreateRetriesAndFindsALostCreate(t *testing.T) {
 		t.Errorf("a bad request: %v", err)
 	}
 }
+
+func TestTransient(t *testing.T) {
+	gr := certificatesv1.Resource("certificatesigningrequests")
+	for _, err := range []error{
+		apierrors.NewTooManyRequests("throttled", 1),
+		apierrors.NewServerTimeout(gr, "create", 1),
+		apierrors.NewTimeoutError("timeout", 1),
+		apierrors.NewInternalError(errors.New("boom")),
+		apierrors.NewServiceUnavailable("starting"),
+		&url.Error{Op: "Get", URL: "https://cp:6443", Err: errors.New("dial tcp 10.0.0.1:6443: connect: connection refused")},
+		&url.Error{Op: "Get", URL: "https://cp:6443", Err: errors.New("net/http: request canceled (Client.Timeout exceeded while awaiting headers)")},
+		context.DeadlineExceeded,
+	} {
+		if !Transient(err) {
+			t.Errorf("%v is not transient", err)
+		}
+	}
+	for _, err := range []error{nil, apierrors.NewUnauthorized("no"), apierrors.NewForbidden(gr, "x", errors.New("no")), apierrors.NewBadRequest("bad"), apierrors.NewAlreadyExists(gr, "x")} {
+		if Transient(err) {
+			t.Errorf("%v is transient", err)
+		}
+	}
+}
