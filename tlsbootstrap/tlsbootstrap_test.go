@@ -5,8 +5,11 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"net"
 	"net/url"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -177,7 +180,7 @@ func TestTransient(t *testing.T) {
 		apierrors.NewTimeoutError("timeout", 1),
 		apierrors.NewInternalError(errors.New("boom")),
 		apierrors.NewServiceUnavailable("starting"),
-		&url.Error{Op: "Get", URL: "https://cp:6443", Err: errors.New("dial tcp 10.0.0.1:6443: connect: connection refused")},
+		&url.Error{Op: "Get", URL: "https://cp:6443", Err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}},
 		&url.Error{Op: "Get", URL: "https://cp:6443", Err: errors.New("net/http: request canceled (Client.Timeout exceeded while awaiting headers)")},
 		context.DeadlineExceeded,
 	} {
