@@ -289,7 +289,7 @@ func TestJoinFaults(t *testing.T) {
 		p.release(t) // it waits for its CSR while the API server is away
 		r := p.wait(t)
 		assertAPIServerBack(t, c, old)
-		assertOutcome(t, r, 6)
+		assertOutcome(t, r)
 		rerun(t, c, "w8", "")
 		assertJoined(t, c, "w8")
 	})
@@ -319,7 +319,7 @@ func TestJoinFaults(t *testing.T) {
 		}
 		healed = true
 		r := p.wait(t)
-		assertOutcome(t, r, 6)
+		assertOutcome(t, r)
 		rerun(t, c, "w8", "")
 		assertJoined(t, c, "w8")
 	})
@@ -355,7 +355,7 @@ func TestJoinFaults(t *testing.T) {
 		p.release(t)
 		r := p.wait(t)
 		assertAPIServerBack(t, c, old)
-		assertOutcome(t, r, 6)
+		assertOutcome(t, r)
 		rerun(t, c, "cp2", key)
 		assertJoined(t, c, "cp2", "cp1", "cp2")
 	})
@@ -490,20 +490,16 @@ timeouts:
 	})
 }
 
-// assertOutcome: a join under a fault either completes or fails with its documented code
-// for the fault (not a crash, not some other code), with a message.
-func assertOutcome(t *testing.T, r lab.Result, faultCode int) {
+// assertOutcome: a join under a fault that kjoin rides out completes: exit 0, not a crash,
+// not a documented failure code (the README promises it).
+func assertOutcome(t *testing.T, r lab.Result) {
 	t.Helper()
 	if r.Signal != 0 {
 		t.Fatalf("kjoin died of signal %v", r.Signal)
 	}
-	if r.ExitCode == 0 {
-		return
+	if r.ExitCode != 0 {
+		var out joinJSON
+		_ = json.Unmarshal([]byte(r.Stdout), &out)
+		t.Fatalf("kjoin did not ride out the fault: exit %d: %s\n%s", r.ExitCode, r.Stdout, tail(r.Stderr, 20))
 	}
-	var out joinJSON
-	_ = json.Unmarshal([]byte(r.Stdout), &out)
-	if r.ExitCode != faultCode || out.Error == nil || out.Error.Message == "" {
-		t.Fatalf("kjoin under the fault: exit %d (want 0 or %d with a message): %s\n%s", r.ExitCode, faultCode, r.Stdout, tail(r.Stderr, 20))
-	}
-	t.Logf("kjoin under the fault failed as documented: exit %d: %s", r.ExitCode, out.Error.Message)
 }
