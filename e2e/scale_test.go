@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -135,9 +136,21 @@ func stormRound(t *testing.T, c *framework.Cluster, n int) bool {
 		go func() {
 			defer wg.Done()
 			node := fmt.Sprintf("%s%03d", prefix, i)
-			r := c.Exec(context.Background(), "w9", "kjoin", "join", "phase", "tls-bootstrap", lab.Endpoint(),
+			// Not c.Exec: its 5 s wait for output after exit is shorter than a starved pipe
+			// reader takes when hundreds of processes share two cores.
+			cmd := c.Command("w9", "kjoin", "join", "phase", "tls-bootstrap", lab.Endpoint(),
 				"--token-file", "/run/lab/token", "--discovery-token-ca-cert-hash", c.CAHash,
 				"--node-name", node, "--root", "/var/lib/storm/"+node, "--cri-socket", "unix:///run/containerd/containerd.sock", "-o", "json")
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			began := time.Now()
+			err := cmd.Run()
+			r := lab.Result{Stdout: stdout.String(), Stderr: stderr.String(), Duration: time.Since(began), Err: err}
+			if ee, ok := err.(*exec.ExitError); ok {
+				r.ExitCode = ee.ExitCode()
+			} else if err != nil {
+				r.ExitCode = -1
+			}
 			res := stormResult{Node: node, Wall: r.Duration, Code: r.ExitCode}
 			if r.Err != nil {
 				res.Error = lastLine(r.Stderr)
