@@ -11,8 +11,8 @@ all: build
 
 ## build: the kjoin binary (bin/kjoin), its lab twin with the fault hook (bin/kjoin-fault) and the lab command (bin/lab)
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -o bin/kjoin ./cmd/kjoin
-	CGO_ENABLED=0 $(GO) build -trimpath -tags kjoin_fault -o bin/kjoin-fault ./cmd/kjoin
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(STAMP_LDFLAGS)" -o bin/kjoin ./cmd/kjoin
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(STAMP_LDFLAGS)" -tags kjoin_fault -o bin/kjoin-fault ./cmd/kjoin
 	$(GO) build -o bin/lab ./e2e/cmd/lab
 
 ## check: vet, unit tests (hermetic, no root) and a short bounded run of every fuzz test
@@ -86,6 +86,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
 BUILD_DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 NFPM ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
+STAMP_LDFLAGS = -X kjoin.dev/kjoin/cmd/kjoin/app.Version=$(VERSION) -X kjoin.dev/kjoin/cmd/kjoin/app.Commit=$(COMMIT) -X kjoin.dev/kjoin/cmd/kjoin/app.BuildDate=$(BUILD_DATE)
 DIST_LDFLAGS = -s -w -X kjoin.dev/kjoin/cmd/kjoin/app.Version=$(VERSION) -X kjoin.dev/kjoin/cmd/kjoin/app.Commit=$(COMMIT) -X kjoin.dev/kjoin/cmd/kjoin/app.BuildDate=$(BUILD_DATE)
 dist:
 	rm -rf dist && mkdir -p dist/completions
