@@ -23,8 +23,11 @@ import (
 // can join in parallel), as a learner, then the etcd manifest, then promotion once it has
 // caught up. Re-runs find their member and continue.
 //
-//	Reads:  s.Cluster, s.AdminClient, s.Opts (NodeName, AdvertiseAddress, Timeouts)
-//	Writes: s.EtcdMemberID; /etc/kubernetes/manifests/etcd.yaml, the etcd data dir
+// A failed join removes the etcd manifest again (and the data dir with its removed learner);
+// the lock's lease is kept in the journal while held, so the re-run of a killed join revokes it.
+//
+//	Reads:  s.Cluster, s.AdminClient, s.Journal (EtcdLockLease), s.Opts (NodeName, AdvertiseAddress, Timeouts)
+//	Writes: s.EtcdMemberID, s.Journal (EtcdLockLease, EtcdMemberID); /etc/kubernetes/manifests/etcd.yaml, the etcd data dir
 var EtcdJoin = Phase{
 	Name: "etcd-join", Short: "Add this node's etcd member (learner, then voter)",
 	Skip: func(s *State) string {
