@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -60,17 +59,7 @@ func TestResetControlPlanes(t *testing.T) {
 	assertEtcdVoters(t, c, 3)
 
 	// cp3's etcd stops: removing cp2 would leave cp1 and a stopped cp3, no quorum.
-	if _, err := c.Signal("cp3", "etcd", syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
-	resume := func() {
-		if !resumed {
-			_, _ = c.Signal("cp3", "etcd", syscall.SIGCONT)
-			resumed = true
-		}
-	}
-	defer resume()
+	resume := stopProcess(t, c, "cp3", "etcd")
 	refused := c.Run(t, "cp2", "kjoin", "reset", "-o", "json")
 	if refused.ExitCode != 3 || !strings.Contains(refused.Stdout, "lose quorum") {
 		t.Fatalf("reset with a peer down: exit %d %s; want exit 3 naming quorum", refused.ExitCode, refused.Stdout)

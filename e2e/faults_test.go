@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -175,6 +176,32 @@ func assertOneMemberPerControlPlane(t *testing.T, c *framework.Cluster, hosts ..
 	}
 }
 
+// stopProcess SIGSTOPs a host's component (etcd, kube-controller-manager, …) and returns
+// the function that lets it go on (SIGCONT); that also runs when the test ends.
+func stopProcess(t *testing.T, c *framework.Cluster, host, name string) (resume func()) {
+	t.Helper()
+	pids, err := c.Signal(host, name, syscall.SIGSTOP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stopped %s's %s (pids %v)", host, name, pids)
+	var once sync.Once
+	resume = func() { once.Do(func() { _, _ = c.Signal(host, name, syscall.SIGCONT) }) }
+	t.Cleanup(resume)
+	return resume
+}
+
+// twoControlPlanes brings up cp2 and cp3 and joins cp2 with kjoin (two voters).
+func twoControlPlanes(t *testing.T, c *framework.Cluster, key string) {
+	t.Helper()
+	c.Host(t, "cp2")
+	c.Host(t, "cp3")
+	if r := kjoinControlPlane(t, c, "cp2", key); r.Err != nil {
+		t.Fatal(r.Error())
+	}
+	assertEtcdVoters(t, c, 2)
+}
+
 // restartAPIServer kills cp1's kube-apiserver process, proves it went down, and returns
 // the killed pids; the kubelet starts it again.
 func restartAPIServer(t *testing.T, c *framework.Cluster) []int {
@@ -245,11 +272,7 @@ func TestJoinFaults(t *testing.T) {
 	t.Run("worker killed while its CSR is pending", func(t *testing.T) {
 		c.Host(t, "w8")
 		// Hold the controller-manager (it approves and signs) so the CSR stays pending.
-		if _, err := c.Signal("cp1", "kube-controller-manager", syscall.SIGSTOP); err != nil {
-			t.Fatal(err)
-		}
-		cont := func() { _, _ = c.Signal("cp1", "kube-controller-manager", syscall.SIGCONT) }
-		defer cont()
+		cont := stopProcess(t, c, "cp1", "kube-controller-manager")
 		start := time.Now()
 		p := startPaused(t, c, "w8", "tls-bootstrap/csr-created", "")
 		csrs := csrsSince(t, c, "w8", start)
@@ -280,12 +303,10 @@ func TestJoinFaults(t *testing.T) {
 
 	t.Run("API server restarted during a worker's TLS bootstrap", func(t *testing.T) {
 		c.Host(t, "w8")
-		if _, err := c.Signal("cp1", "kube-controller-manager", syscall.SIGSTOP); err != nil {
-			t.Fatal(err)
-		}
+		cont := stopProcess(t, c, "cp1", "kube-controller-manager")
 		p := startPaused(t, c, "w8", "tls-bootstrap/csr-created", "")
 		old := restartAPIServer(t, c)
-		_, _ = c.Signal("cp1", "kube-controller-manager", syscall.SIGCONT)
+		cont()
 		p.release(t) // it waits for its CSR while the API server is away
 		r := p.wait(t)
 		assertAPIServerBack(t, c, old)
@@ -361,12 +382,7 @@ func TestJoinFaults(t *testing.T) {
 	})
 
 	t.Run("etcd leader moved during a control-plane join", func(t *testing.T) {
-		c.Host(t, "cp2")
-		c.Host(t, "cp3")
-		if r := kjoinControlPlane(t, c, "cp2", key); r.Err != nil {
-			t.Fatal(r.Error())
-		}
-		assertEtcdVoters(t, c, 2)
+		twoControlPlanes(t, c, key)
 		p := startPaused(t, c, "cp3", "etcd-join/promoting", key)
 		leader, err := c.EtcdLeader(context.Background())
 		if err != nil {
@@ -440,31 +456,14 @@ timeouts:
 	})
 
 	t.Run("quorum lost during a control-plane join", func(t *testing.T) {
-		c.Host(t, "cp2")
-		c.Host(t, "cp3")
-		if r := kjoinControlPlane(t, c, "cp2", key); r.Err != nil {
-			t.Fatal(r.Error())
-		}
-		assertEtcdVoters(t, c, 2)
+		twoControlPlanes(t, c, key)
 		p := startPaused(t, c, "cp3", "etcd-join/promoting", key)
 		learner, ok := memberOn(t, c, "cp3")
 		if !ok || !learner.Learner {
 			t.Fatalf("no learner of cp3 at the pause: %+v", learner)
 		}
 		// Stop cp2's etcd: 1 of 2 voters left, no quorum.
-		stopped, err := c.Signal("cp2", "etcd", syscall.SIGSTOP)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resumed := false
-		resume := func() {
-			if !resumed {
-				_, _ = c.Signal("cp2", "etcd", syscall.SIGCONT)
-				resumed = true
-			}
-		}
-		defer resume()
-		t.Logf("stopped cp2's etcd (pids %v)", stopped)
+		resume := stopProcess(t, c, "cp2", "etcd")
 		p.release(t)
 		r := p.wait(t)
 		t.Logf("the join under lost quorum:\n%s", tail(r.Stderr, 25))
