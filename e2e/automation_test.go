@@ -19,7 +19,7 @@ import (
 )
 
 var workerPhases = []string{"preflight", "discovery", "tls-bootstrap", "kubelet-config", "kubelet-start"}
-var controlPlanePhases = []string{"preflight", "discovery", "control-plane-prepare", "tls-bootstrap", "kubelet-config", "kubelet-start", "etcd-join", "mark-control-plane", "wait-control-plane"}
+var controlPlanePhases = []string{"preflight", "discovery", "control-plane-prepare", "tls-bootstrap", "kubelet-config", "kubelet-start", "etcd-join", "control-plane-start", "mark-control-plane", "wait-control-plane"}
 
 // joinFilesMtimes records the mtimes of every file a join writes on host.
 func joinFilesMtimes(t *testing.T, c *framework.Cluster, host string, cp bool) map[string]time.Time {

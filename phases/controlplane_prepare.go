@@ -18,13 +18,14 @@ import (
 
 // ControlPlanePrepare gets a control-plane node ready before its kubelet starts: it reads the
 // cluster's ClusterConfiguration, downloads and decrypts the shared CAs with the certificate
-// key, issues the node's certificates and kubeconfigs, and writes the kube-apiserver,
-// kube-controller-manager and kube-scheduler manifests.
+// key, issues the node's certificates and kubeconfigs, and renders the kube-apiserver,
+// kube-controller-manager and kube-scheduler manifests with the operator's patches (written
+// by control-plane-start, once etcd is ready for them).
 //
-//	Reads:  s.BootstrapClient, s.Opts (CertificateKey, NodeName, AdvertiseAddress, BindPort, Timeouts)
-//	Writes: s.Cluster, s.AdminClient; /etc/kubernetes/{pki/*,admin.conf,controller-manager.conf,scheduler.conf,manifests/*}
+//	Reads:  s.BootstrapClient, s.Opts (CertificateKey, NodeName, AdvertiseAddress, BindPort, PatchesDir, Timeouts)
+//	Writes: s.Cluster, s.AdminClient, s.ControlPlanePods; /etc/kubernetes/{pki/*,admin.conf,controller-manager.conf,scheduler.conf}
 var ControlPlanePrepare = Phase{
-	Name: "control-plane-prepare", Short: "Download shared certificates; write node certificates, kubeconfigs and manifests",
+	Name: "control-plane-prepare", Short: "Download shared certificates; write node certificates and kubeconfigs; render the manifests",
 	Needs: []string{"discovery"}, Skip: workerSkip, Run: runControlPlanePrepare,
 }
 
@@ -44,6 +45,17 @@ func runControlPlanePrepare(ctx context.Context, e *Env, s *State) error {
 	if err := cfg.RequireControlPlaneEndpoint(); err != nil {
 		return err
 	}
+	// Rendered (and patched) now, so a bad patch fails the join before anything else changes.
+	pods, err := manifests.ControlPlane(cfg, manifestNode(e, s))
+	if err != nil {
+		return err
+	}
+	for name, data := range pods {
+		if pods[name], err = patchManifest(s, name, data); err != nil {
+			return err
+		}
+	}
+	s.ControlPlanePods = pods
 	pkiDir := cfg.CertificatesDir
 	written := 0
 	if s.Opts.CertificateKey != "" {
@@ -70,9 +82,6 @@ func runControlPlanePrepare(ctx context.Context, e *Env, s *State) error {
 		s.PlannedAPI = append(s.PlannedAPI, "issue node certificates (apiserver, apiserver-kubelet-client, front-proxy-client, etcd server/peer/healthcheck-client, apiserver-etcd-client)")
 		for _, f := range []string{"admin.conf", "controller-manager.conf", "scheduler.conf"} {
 			s.PlannedWrites = append(s.PlannedWrites, PlannedWrite{Path: path.Join(KubernetesDir, f), Mode: 0o600})
-		}
-		for _, m := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
-			s.PlannedWrites = append(s.PlannedWrites, PlannedWrite{Path: path.Join(ManifestsDir, m+".yaml"), Mode: 0o600})
 		}
 		return nil
 	}
@@ -128,16 +137,7 @@ func runControlPlanePrepare(ctx context.Context, e *Env, s *State) error {
 	if s.AdminClient, _, err = e.ClientFromKubeconfig(AdminKubeconfig); err != nil {
 		return fmt.Errorf("admin client: %w", err)
 	}
-	pods, err := manifests.ControlPlane(cfg, manifestNode(e, s))
-	if err != nil {
-		return err
-	}
-	for _, name := range slices.Sorted(maps.Keys(pods)) {
-		if err := writeManifest(e, s, name, pods[name]); err != nil {
-			return err
-		}
-	}
-	e.Logf("control-plane-prepare", "issued %d node certificates, wrote admin/controller-manager/scheduler kubeconfigs and the control-plane manifests", issued)
+	e.Logf("control-plane-prepare", "issued %d node certificates, wrote admin/controller-manager/scheduler kubeconfigs", issued)
 	return nil
 }
 
@@ -171,15 +171,29 @@ func manifestNode(e *Env, s *State) manifests.Node {
 	}
 }
 
+// patchManifest applies the operator's patches for a static pod manifest.
+func patchManifest(s *State, name string, data []byte) ([]byte, error) {
+	set, err := loadPatches(s)
+	if err != nil {
+		return nil, err
+	}
+	if data, err = set.Apply(name, data); err != nil {
+		return nil, operr.Wrap(operr.Usage, err, "cannot apply --patches", "fix the patch file named above")
+	}
+	return data, nil
+}
+
 // writeManifest writes a static pod manifest with the operator's patches for it applied.
 func writeManifest(e *Env, s *State, name string, data []byte) error {
-	set, err := loadPatches(s)
+	data, err := patchManifest(s, name, data)
 	if err != nil {
 		return err
 	}
-	if data, err = set.Apply(name, data); err != nil {
-		return operr.Wrap(operr.Usage, err, "cannot apply --patches", "fix the patch file named above")
-	}
+	return writePatchedManifest(e, s, name, data)
+}
+
+// writePatchedManifest writes a static pod manifest as it is.
+func writePatchedManifest(e *Env, s *State, name string, data []byte) error {
 	if err := os.MkdirAll(e.Paths.Of(ManifestsDir), 0o700); err != nil && !s.Opts.DryRun {
 		return err
 	}

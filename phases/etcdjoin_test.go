@@ -160,3 +160,47 @@ func TestEtcdJoinRemovesItsLearnerOnFailure(t *testing.T) {
 		t.Error("the etcd manifest of the removed learner is still there")
 	}
 }
+
+// The API server, controller-manager and scheduler start only once the local etcd member
+// votes: no manifest of theirs exists while the learner catches up or when it is promoted.
+func TestControlPlaneManifestsWaitForEtcdVoter(t *testing.T) {
+	t.Parallel()
+	c := newCPHost(t)
+	pods := []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"}
+	early := map[string]bool{}
+	seen := func() {
+		for _, p := range pods {
+			if c.env.Exists(path.Join(ManifestsDir, p+".yaml")) {
+				early[p] = true
+			}
+		}
+	}
+	started := c.etcd.started
+	c.etcd.started = func() bool { seen(); return started() }
+	promotions := 0
+	c.etcd.onPromote = func() { promotions++; seen() }
+	if _, err := Run(context.Background(), c.env, &State{Opts: c.options(t)}, Join, RunOptions{}); err != nil {
+		t.Fatalf("%v\n%s", err, c.out)
+	}
+	if promotions != 1 {
+		t.Fatalf("the learner was promoted %d times, want 1", promotions)
+	}
+	if len(early) != 0 {
+		t.Errorf("manifests written before the etcd member voted: %v", early)
+	}
+	for _, p := range pods {
+		if !c.env.Exists(path.Join(ManifestsDir, p+".yaml")) {
+			t.Errorf("%s.yaml not written after the join", p)
+		}
+	}
+}
+
+// control-plane-start run on its own, without control-plane-prepare, refuses clearly.
+func TestControlPlaneStartNeedsPrepare(t *testing.T) {
+	t.Parallel()
+	c := newCPHost(t)
+	_, err := Run(context.Background(), c.env, &State{Opts: c.options(t)}, Join, RunOptions{Only: []string{"control-plane-start"}})
+	if operr.CodeOf(err) != operr.Usage || !strings.Contains(err.Error(), "needs the control-plane-prepare phase") {
+		t.Fatalf("got %v", err)
+	}
+}

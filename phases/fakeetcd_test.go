@@ -32,6 +32,8 @@ type fakeEtcd struct {
 	locks, unlocks int
 	added, removed []uint64
 	promoted       []uint64
+	// onPromote is called when a member is promoted (nil: nothing).
+	onPromote func()
 }
 
 func newFakeEtcd() *fakeEtcd {
@@ -83,6 +85,9 @@ func (f *fakeEtcd) MemberPromote(_ context.Context, id uint64) (*clientv3.Member
 		if m.ID == id {
 			m.IsLearner, m.Name = false, "cp2"
 			f.promoted = append(f.promoted, id)
+			if f.onPromote != nil {
+				f.onPromote()
+			}
 			return &clientv3.MemberPromoteResponse{}, nil
 		}
 	}

@@ -30,7 +30,7 @@ type Phase struct {
 // Join is the join workflow, in order. (ResetWorkflow undoes it.)
 var Join = []Phase{
 	Preflight, Discovery, ControlPlanePrepare, TLSBootstrap, KubeletConfig, KubeletStart,
-	EtcdJoin, MarkControlPlane, WaitControlPlane, WaitReady,
+	EtcdJoin, ControlPlaneStart, MarkControlPlane, WaitControlPlane, WaitReady,
 }
 
 // Names returns the phase names of a workflow.

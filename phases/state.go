@@ -110,6 +110,9 @@ type State struct {
 	// Control plane.
 	AdminClient  kubernetes.Interface
 	EtcdMemberID uint64
+	// ControlPlanePods are the rendered, patched static pod manifests of kube-apiserver,
+	// kube-controller-manager and kube-scheduler, by component name.
+	ControlPlanePods map[string][]byte
 
 	// TLS bootstrap.
 	NodeKey        crypto.Signer

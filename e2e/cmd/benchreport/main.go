@@ -296,7 +296,7 @@ func controlPlane(b *strings.Builder, samples []sample) {
 				}
 			}
 		}
-		order := []string{"preflight", "discovery", "control-plane-prepare", "tls-bootstrap", "kubelet-config", "kubelet-start", "etcd-join", "mark-control-plane", "wait-control-plane", "wait-ready"}
+		order := []string{"preflight", "discovery", "control-plane-prepare", "tls-bootstrap", "kubelet-config", "kubelet-start", "etcd-join", "control-plane-start", "mark-control-plane", "wait-control-plane", "wait-ready"}
 		slices.SortStableFunc(names, func(a, b string) int { return slices.Index(order, a) - slices.Index(order, b) })
 		w("kjoin's phases (`-o json`), min / **median** / max:\n\n| phase | time |\n|---|---|\n")
 		for _, n := range names {

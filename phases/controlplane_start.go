@@ -1,0 +1,38 @@
+package phases
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strings"
+
+	"kjoin.dev/kjoin/operr"
+)
+
+// ControlPlaneStart writes the kube-apiserver, kube-controller-manager and kube-scheduler
+// manifests once this node's etcd member votes, so the kubelet starts them when their storage
+// answers. The API server talks to the local etcd member only: started before it (kubeadm
+// writes these manifests before the kubelet starts), it backs off its etcd connection for
+// seconds after etcd is up, and the Node registers that much later; the controller-manager
+// and scheduler need that API server, and starting them later leaves the CPU to etcd's start.
+//
+//	Reads:  s.ControlPlanePods (rendered and patched by control-plane-prepare), s.Opts.DryRun
+//	Writes: /etc/kubernetes/manifests/{kube-apiserver,kube-controller-manager,kube-scheduler}.yaml
+var ControlPlaneStart = Phase{
+	Name: "control-plane-start", Short: "Write the API server, controller-manager and scheduler manifests once etcd is ready",
+	Skip: workerSkip, Run: runControlPlaneStart,
+}
+
+func runControlPlaneStart(ctx context.Context, e *Env, s *State) error {
+	if s.ControlPlanePods == nil {
+		return operr.New(operr.Usage, "control-plane-start needs the control-plane-prepare phase", "run the whole join, or kjoin join phase control-plane-prepare first")
+	}
+	names := slices.Sorted(maps.Keys(s.ControlPlanePods))
+	for _, name := range names {
+		if err := writePatchedManifest(e, s, name, s.ControlPlanePods[name]); err != nil {
+			return err
+		}
+	}
+	e.Logf("control-plane-start", "wrote the %s manifests", strings.Join(names, ", "))
+	return nil
+}
