@@ -5,6 +5,8 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net"
+	"runtime"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
@@ -111,18 +113,47 @@ func NodeCerts(c *cc.ClusterConfiguration, n Node, cas map[string]*CA, now time.
 			spec{file: "apiserver-etcd-client", ca: "etcd/ca", cn: "kube-apiserver-etcd-client", usages: []x509.ExtKeyUsage{client}},
 		)
 	}
-	out := map[string]Pair{}
-	for _, s := range specs {
-		ca := cas[s.ca]
-		if ca == nil {
+	jobs := make([]issueJob, len(specs))
+	for i, s := range specs {
+		if cas[s.ca] == nil {
 			return nil, fmt.Errorf("no %s to sign %s", s.ca, s.file)
 		}
-		p, err := issue(c, ca, pki.CertConfig{CommonName: s.cn, Organization: s.org, DNSNames: s.dns, IPs: s.ips, Usages: s.usages,
-			NotBefore: now.Add(-pki.Backdate), NotAfter: now.Add(c.CertValidity())})
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", s.file, err)
+		jobs[i] = issueJob{name: s.file, ca: cas[s.ca], cfg: pki.CertConfig{CommonName: s.cn, Organization: s.org, DNSNames: s.dns, IPs: s.ips, Usages: s.usages,
+			NotBefore: now.Add(-pki.Backdate), NotAfter: now.Add(c.CertValidity())}}
+	}
+	return issueAll(c, jobs)
+}
+
+// issueJob is one certificate to issue.
+type issueJob struct {
+	name string
+	ca   *CA
+	cfg  pki.CertConfig
+}
+
+// issueAll issues the certificates concurrently (key generation, RSA by default, is most of a
+// control-plane node's preparation time on small machines).
+func issueAll(c *cc.ClusterConfiguration, jobs []issueJob) (map[string]Pair, error) {
+	pairs := make([]Pair, len(jobs))
+	errs := make([]error, len(jobs))
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for i, j := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			pairs[i], errs[i] = issue(c, j.ca, j.cfg)
+		}()
+	}
+	wg.Wait()
+	out := map[string]Pair{}
+	for i, j := range jobs {
+		if errs[i] != nil {
+			return nil, fmt.Errorf("%s: %w", j.name, errs[i])
 		}
-		out[s.file] = p
+		out[j.name] = pairs[i]
 	}
 	return out, nil
 }
@@ -168,13 +199,18 @@ func Kubeconfigs(c *cc.ClusterConfiguration, n Node, ca *CA, now time.Time) (map
 		{"controller-manager.conf", local, "system:kube-controller-manager", nil},
 		{"scheduler.conf", local, "system:kube-scheduler", nil},
 	}
+	jobs := make([]issueJob, len(specs))
+	for i, s := range specs {
+		jobs[i] = issueJob{name: s.file, ca: ca, cfg: pki.CertConfig{CommonName: s.cn, Organization: s.org, Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+			NotBefore: ca.Cert.NotBefore, NotAfter: now.Add(c.CertValidity())}}
+	}
+	pairs, err := issueAll(c, jobs)
+	if err != nil {
+		return nil, err
+	}
 	out := map[string][]byte{}
 	for _, s := range specs {
-		p, err := issue(c, ca, pki.CertConfig{CommonName: s.cn, Organization: s.org, Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-			NotBefore: ca.Cert.NotBefore, NotAfter: now.Add(c.CertValidity())})
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", s.file, err)
-		}
+		p := pairs[s.file]
 		ctx := s.cn + "@" + c.ClusterName
 		kc := clientcmdapi.NewConfig()
 		kc.Clusters[c.ClusterName] = &clientcmdapi.Cluster{Server: s.server, CertificateAuthorityData: pki.EncodeCert(ca.Cert)}

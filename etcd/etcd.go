@@ -68,6 +68,12 @@ type Join struct {
 	// quorum fails after QuorumGrace instead of waiting for the timeout.
 	Status      func(ctx context.Context, endpoint string) (*clientv3.StatusResponse, error)
 	QuorumGrace time.Duration
+	// Restart restarts this node's etcd process (the kubelet starts it again); nil: never.
+	// Used once at most, on a learner that has started but does not serve (see unstall).
+	Restart func() error
+	// StallGrace is how long a started learner may not serve clients before it counts as
+	// stalled (default 1 s).
+	StallGrace time.Duration
 	// At marks points inside the join for the lab's fault injection (may be nil).
 	At          func(point string)
 	Timeout     time.Duration
@@ -108,6 +114,9 @@ func (j *Join) Run(ctx context.Context) (res *Result, err error) {
 	}
 	if j.QuorumGrace == 0 {
 		j.QuorumGrace = 10 * time.Second
+	}
+	if j.StallGrace == 0 {
+		j.StallGrace = time.Second
 	}
 	res = &Result{}
 	ctx, cancel := context.WithTimeout(ctx, j.Timeout)
@@ -171,7 +180,11 @@ func (j *Join) Run(ctx context.Context) (res *Result, err error) {
 	if err = j.WriteManifest(initialCluster(members, res.ID, j.Name)); err != nil {
 		return res, err
 	}
-	if err = j.waitStarted(ctx, res.ID); err != nil {
+	started, err := j.waitStarted(ctx, res.ID)
+	if err != nil {
+		return res, err
+	}
+	if err = j.unstall(ctx, started); err != nil {
 		return res, err
 	}
 	j.At("etcd-join/promoting")
@@ -307,26 +320,80 @@ func (j *Join) quorumLost(ctx context.Context) error {
 		Hint: "bring the other control planes' etcd back (quorum needs a majority of voters), then run the same command again"}
 }
 
-func (j *Join) waitStarted(ctx context.Context, id uint64) error {
+func (j *Join) waitStarted(ctx context.Context, id uint64) (*etcdserverpb.Member, error) {
 	for {
 		if ms, err := j.list(ctx); err == nil {
 			for _, m := range ms {
 				if m.ID == id && m.Name != "" {
 					j.Logf("member %x has started", id)
-					return nil
+					return m, nil
 				}
 			}
 		} else if qerr := j.quorumLost(ctx); qerr != nil {
-			return qerr
+			return nil, qerr
 		}
 		select {
 		case <-ctx.Done():
-			return operr.Newf(operr.Timeout,
+			return nil, operr.Newf(operr.Timeout,
 				"etcd member %x (%s) did not start within %s", id, j.Name, j.Timeout).
 				WithHint("check the etcd pod on this node: crictl ps -a --name etcd; crictl logs <id>")
 		case <-j.Clock.After(j.Interval):
 		}
 	}
+}
+
+// unstall restarts a started learner that does not serve clients. etcd serves clients only
+// once its start-up publish of its own name returns. When that entry reaches the new member
+// inside the leader's snapshot instead of as a log entry (the leader commits it before it
+// builds the snapshot: in the lab, nearly every join), the member never sees its request
+// applied and waits out etcd's request timeout (7 s with kubeadm's flags) before it
+// publishes again, although every member already lists its name; this node's API server
+// waits on it. A learner holds no vote, so restarting it costs the cluster nothing, and the
+// restarted member publishes at once. Once at most; promotion waits until it serves again,
+// since a learner that is down can still look caught up to the leader.
+func (j *Join) unstall(ctx context.Context, m *etcdserverpb.Member) error {
+	if j.Restart == nil || j.Status == nil || len(m.ClientURLs) == 0 || !m.IsLearner {
+		return nil
+	}
+	endpoint := m.ClientURLs[0]
+	serving := func() bool {
+		cctx, cancel := context.WithTimeout(ctx, j.StallGrace/2)
+		defer cancel()
+		_, err := j.Status(cctx, endpoint)
+		return err == nil
+	}
+	since := j.Clock.Now()
+	for !serving() {
+		if j.Clock.Since(since) < j.StallGrace {
+			select {
+			case <-ctx.Done():
+				return nil // promote reports the timeout
+			case <-j.Clock.After(j.Interval):
+			}
+			continue
+		}
+		j.Logf("learner %x has started but does not serve clients at %s after %s: etcd is waiting out its request timeout on its start-up publish; restarting it (a learner holds no vote)",
+			m.ID, endpoint, j.Clock.Since(since).Round(time.Millisecond))
+		if err := j.Restart(); err != nil {
+			j.Logf("could not restart etcd: %v; waiting for it instead", err)
+			return nil
+		}
+		restarted := j.Clock.Now()
+		for !serving() {
+			if qerr := j.quorumLost(ctx); qerr != nil {
+				return qerr
+			}
+			select {
+			case <-ctx.Done():
+				return operr.Newf(operr.Timeout, "etcd learner %x (%s) did not serve clients at %s within %s of its restart", m.ID, j.Name, endpoint, j.Clock.Since(restarted).Round(time.Second)).
+					WithHint("check the etcd pod on this node: crictl ps -a --name etcd; crictl logs <id>")
+			case <-j.Clock.After(j.Interval):
+			}
+		}
+		j.Logf("learner %x serves clients %s after its restart", m.ID, j.Clock.Since(restarted).Round(time.Millisecond))
+		return nil
+	}
+	return nil
 }
 
 // promote retries every Interval (sub-second, no back-off): the learner is promoted as soon

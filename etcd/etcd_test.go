@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -26,6 +27,8 @@ type fakeCluster struct {
 	removed       []uint64
 	addCalls      int
 	promoteCalled int
+	events        []string // "promote", "restart", in order
+	onPromote     func()   // called under mu when a member is promoted
 }
 
 func newFake() *fakeCluster {
@@ -42,7 +45,7 @@ func (f *fakeCluster) MemberList(context.Context, ...clientv3.OpOption) (*client
 	for _, m := range f.members {
 		c := &etcdserverpb.Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, IsLearner: m.IsLearner, ClientURLs: m.ClientURLs}
 		if c.Name == "" && f.started {
-			c.Name = "cp2"
+			c.Name, c.ClientURLs = "cp2", []string{"https://10.0.0.2:2379"}
 		}
 		ms = append(ms, c)
 	}
@@ -84,6 +87,10 @@ func (f *fakeCluster) MemberPromote(_ context.Context, id uint64) (*clientv3.Mem
 		if m.ID == id {
 			m.IsLearner = false
 			m.Name = "cp2"
+			f.events = append(f.events, "promote")
+			if f.onPromote != nil {
+				f.onPromote()
+			}
 			return &clientv3.MemberPromoteResponse{}, nil
 		}
 	}
@@ -290,5 +297,77 @@ func TestJoinFailureRemovesManifestAndData(t *testing.T) {
 	}
 	if len(f.removed) != 1 || len(calls) != 1 || !calls[0] {
 		t.Errorf("removed %v, manifest removals (wipe) %v", f.removed, calls)
+	}
+}
+
+// A learner that has started (its name is listed) but does not serve clients is restarted,
+// once, and promoted only when it serves again; one that serves is left alone.
+func TestJoinRestartsAStalledLearner(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		stalled     bool
+		restartErr  error
+		wantRestart int
+	}{
+		{"serving learner", false, nil, 0},
+		{"stalled learner", true, nil, 1},
+		{"stalled, restart impossible", true, errors.New("no access"), 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake()
+			var logs []string
+			j, _ := newJoin(f, &fakeLock{}, &logs)
+			j.StallGrace = 40 * time.Millisecond
+			restarts := 0
+			serving := !tc.stalled
+			j.Status = func(_ context.Context, ep string) (*clientv3.StatusResponse, error) {
+				f.mu.Lock()
+				defer f.mu.Unlock()
+				if ep == "https://10.0.0.2:2379" && !serving {
+					return nil, context.DeadlineExceeded
+				}
+				return &clientv3.StatusResponse{Header: &etcdserverpb.ResponseHeader{}, Leader: 1}, nil
+			}
+			j.Restart = func() error {
+				f.mu.Lock()
+				defer f.mu.Unlock()
+				restarts++
+				f.events = append(f.events, "restart")
+				if tc.restartErr != nil {
+					go func() { // etcd serves after its own 7 s, here 100 ms
+						time.Sleep(100 * time.Millisecond)
+						f.mu.Lock()
+						serving = true
+						f.mu.Unlock()
+					}()
+					return tc.restartErr
+				}
+				go func() { // the kubelet starts it again
+					time.Sleep(30 * time.Millisecond)
+					f.mu.Lock()
+					serving = true
+					f.mu.Unlock()
+				}()
+				return nil
+			}
+			servedAtPromotion := false
+			f.onPromote = func() { servedAtPromotion = serving }
+			if _, err := j.Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if tc.restartErr == nil && !servedAtPromotion {
+				t.Error("the learner was promoted before it served clients")
+			}
+			if restarts != tc.wantRestart {
+				t.Errorf("restarted %d times, want %d", restarts, tc.wantRestart)
+			}
+			want := []string{"promote"}
+			if tc.wantRestart > 0 {
+				want = []string{"restart", "promote"}
+			}
+			if !slices.Equal(f.events, want) {
+				t.Errorf("events %v, want %v", f.events, want)
+			}
+		})
 	}
 }

@@ -10,7 +10,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -99,6 +102,37 @@ type Env struct {
 	// csr-created", "etcd-join/locked", …) so a test can pause, kill or disturb the join
 	// exactly there. Nil in release builds.
 	Fault func(point string)
+	// Processes lists the host's processes; Signal signals one (etcd-join restarts a stalled
+	// etcd learner with them). Nil: not available.
+	Processes func() ([]Process, error)
+	Signal    func(pid int, sig syscall.Signal) error
+}
+
+// Process is a host process: its ID and command line.
+type Process struct {
+	PID  int
+	Args []string
+}
+
+// ProcProcesses lists the processes in /proc (the real host's Env.Processes).
+func ProcProcesses() ([]Process, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var out []Process
+	for _, d := range entries {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + d.Name() + "/cmdline")
+		if err != nil || len(b) == 0 {
+			continue // gone, or a kernel thread
+		}
+		out = append(out, Process{PID: pid, Args: strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")})
+	}
+	return out, nil
 }
 
 // At marks a named point inside a phase for the lab's fault injection (a no-op without it).
@@ -108,11 +142,16 @@ func (e *Env) At(point string) {
 	}
 }
 
+// logMu keeps progress lines whole when a phase logs from several goroutines.
+var logMu sync.Mutex
+
 // Logf prints a progress line for a phase.
 func (e *Env) Logf(phase, format string, args ...any) {
 	if e.Out == nil {
 		return
 	}
+	logMu.Lock()
+	defer logMu.Unlock()
 	fmt.Fprintf(e.Out, "["+phase+"] "+format+"\n", args...)
 }
 

@@ -4,12 +4,15 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -107,7 +110,8 @@ func runEtcdJoin(ctx context.Context, e *Env, s *State) error {
 			}
 			return os.MkdirAll(dir, 0o700)
 		},
-		Logf: func(f string, a ...any) { e.Logf("etcd-join", f, a...) },
+		Logf:    func(f string, a ...any) { e.Logf("etcd-join", f, a...) },
+		Restart: func() error { return restartEtcd(e, s.Opts.NodeName, peerURL) },
 		WriteManifest: func(members []etcd.Member) error {
 			var ms []manifests.Member
 			for _, m := range members {
@@ -133,6 +137,29 @@ func runEtcdJoin(ctx context.Context, e *Env, s *State) error {
 	}
 	e.Logf("etcd-join", "etcd member %x (%s) votes", res.ID, s.Opts.NodeName)
 	return nil
+}
+
+// restartEtcd stops this node's etcd (SIGTERM) so the kubelet starts it again: the one etcd
+// process whose command line names this node and its peer URL, as the manifest does.
+func restartEtcd(e *Env, node, peerURL string) error {
+	if e.Processes == nil || e.Signal == nil {
+		return errors.New("no access to the host's processes")
+	}
+	ps, err := e.Processes()
+	if err != nil {
+		return fmt.Errorf("list processes: %w", err)
+	}
+	var pids []int
+	for _, p := range ps {
+		if len(p.Args) > 0 && path.Base(p.Args[0]) == "etcd" &&
+			slices.Contains(p.Args, "--name="+node) && slices.Contains(p.Args, "--initial-advertise-peer-urls="+peerURL) {
+			pids = append(pids, p.PID)
+		}
+	}
+	if len(pids) != 1 {
+		return fmt.Errorf("found %d etcd processes named %s with peer URL %s, want exactly 1", len(pids), node, peerURL)
+	}
+	return e.Signal(pids[0], syscall.SIGTERM)
 }
 
 // etcdHealth says, for an error message, which etcd members have a leader.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"os"
 	"path"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -202,5 +204,35 @@ func TestControlPlaneStartNeedsPrepare(t *testing.T) {
 	_, err := Run(context.Background(), c.env, &State{Opts: c.options(t)}, Join, RunOptions{Only: []string{"control-plane-start"}})
 	if operr.CodeOf(err) != operr.Usage || !strings.Contains(err.Error(), "needs the control-plane-prepare phase") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// restartEtcd signals exactly this node's etcd: named after the node, with its peer URL.
+func TestRestartEtcdSignalsOnlyThisNodesEtcd(t *testing.T) {
+	t.Parallel()
+	procs := []Process{
+		{PID: 10, Args: []string{"etcd", "--name=cp3", "--initial-advertise-peer-urls=https://10.0.0.13:2380"}},
+		{PID: 11, Args: []string{"/usr/local/bin/etcd", "--name=cp2", "--initial-advertise-peer-urls=https://10.0.0.12:2380"}},
+		{PID: 12, Args: []string{"kube-apiserver", "--name=cp2", "--initial-advertise-peer-urls=https://10.0.0.12:2380"}},
+		{PID: 13, Args: []string{"etcd", "--name=cp2", "--initial-advertise-peer-urls=https://10.0.0.99:2380"}},
+	}
+	var signalled []int
+	e := &Env{
+		Processes: func() ([]Process, error) { return procs, nil },
+		Signal:    func(pid int, sig syscall.Signal) error { signalled = append(signalled, pid); return nil },
+	}
+	if err := restartEtcd(e, "cp2", "https://10.0.0.12:2380"); err != nil || !slices.Equal(signalled, []int{11}) {
+		t.Fatalf("err %v, signalled %v; want only pid 11", err, signalled)
+	}
+	signalled = nil
+	procs = append(procs, Process{PID: 14, Args: []string{"etcd", "--name=cp2", "--initial-advertise-peer-urls=https://10.0.0.12:2380"}})
+	if err := restartEtcd(e, "cp2", "https://10.0.0.12:2380"); err == nil || len(signalled) != 0 {
+		t.Errorf("two matching processes: err %v, signalled %v; want an error and no signal", err, signalled)
+	}
+	if err := restartEtcd(e, "cp9", "https://10.0.0.19:2380"); err == nil || len(signalled) != 0 {
+		t.Errorf("no matching process: err %v, signalled %v", err, signalled)
+	}
+	if err := restartEtcd(&Env{}, "cp2", "https://10.0.0.12:2380"); err == nil {
+		t.Error("no process access: want an error")
 	}
 }

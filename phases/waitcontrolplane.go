@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"kjoin.dev/kjoin/discovery"
@@ -39,28 +40,42 @@ func runWaitControlPlane(ctx context.Context, e *Env, s *State) error {
 		{"kube-controller-manager", "https://127.0.0.1:10257/healthz", local},
 		{"kube-scheduler", "https://127.0.0.1:10259/livez", local},
 	}
-	for _, c := range checks {
-		var last string
-		err := e.Poll(ctx, 250*time.Millisecond, s.Opts.Timeouts.ControlPlane, func(ctx context.Context) (bool, error) {
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
+	// The three are polled at once: each answers as soon as it can, none waits for the others.
+	errs := make([]error, len(checks))
+	var wg sync.WaitGroup
+	for i, c := range checks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var last string
+			err := e.Poll(ctx, 250*time.Millisecond, s.Opts.Timeouts.ControlPlane, func(ctx context.Context) (bool, error) {
+				req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
+				if err != nil {
+					return false, err
+				}
+				resp, err := c.client.Do(req)
+				if err != nil {
+					last = err.Error()
+					return false, nil
+				}
+				resp.Body.Close()
+				last = resp.Status
+				return resp.StatusCode == http.StatusOK, nil
+			})
 			if err != nil {
-				return false, err
+				errs[i] = operr.Newf(operr.Timeout,
+					"%s is not healthy at %s after %s (last: %s)", c.name, c.url, s.Opts.Timeouts.ControlPlane, last).
+					WithHint("check the component's container: crictl ps -a --name " + c.name + "; crictl logs <id>")
+				return
 			}
-			resp, err := c.client.Do(req)
-			if err != nil {
-				last = err.Error()
-				return false, nil
-			}
-			resp.Body.Close()
-			last = resp.Status
-			return resp.StatusCode == http.StatusOK, nil
-		})
+			e.Logf("wait-control-plane", "%s is healthy (%s)", c.name, c.url)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
 		if err != nil {
-			return operr.Newf(operr.Timeout,
-				"%s is not healthy at %s after %s (last: %s)", c.name, c.url, s.Opts.Timeouts.ControlPlane, last).
-				WithHint("check the component's container: crictl ps -a --name " + c.name + "; crictl logs <id>")
+			return err
 		}
-		e.Logf("wait-control-plane", "%s is healthy (%s)", c.name, c.url)
 	}
 	return nil
 }

@@ -174,8 +174,10 @@ func HostEnv(root string, verbosity int, progress io.Writer) *phases.Env {
 			}
 			return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
 		},
-		Hostname: os.Hostname,
-		Geteuid:  os.Geteuid,
+		Hostname:  os.Hostname,
+		Geteuid:   os.Geteuid,
+		Processes: phases.ProcProcesses,
+		Signal:    syscall.Kill,
 		PortInUse: func(port int) bool {
 			l, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
 			if err != nil {
