@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,11 +45,13 @@ func TestKjoinControlPlane(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cp1Etcd := c.Pids("cp1", "etcd")
 	r := kjoinControlPlane(t, c, "cp2", key)
 	if r.Err != nil {
 		t.Fatalf("%v", r.Error())
 	}
 	fmt.Printf("MEASURE kjoin join --control-plane (cp2): join wall %s\n", r.Duration.Round(time.Millisecond))
+	assertOnlyOwnEtcdRestarted(t, c, r, "cp2", map[string][]int{"cp1": cp1Etcd})
 
 	assertEtcdVoters(t, c, 2)
 	assertLivez(t, c, h.IP)
@@ -119,6 +122,31 @@ func TestKjoinControlPlane(t *testing.T) {
 			t.Fatalf("write through cp2 with cp1's API server down: %v", err)
 		}
 	})
+}
+
+// assertOnlyOwnEtcdRestarted checks etcd-join's restart of a stalled learner: the joining
+// host's etcd container ran once, or twice when the join says it restarted it (and then it
+// served again); every other host's etcd runs as before the join (same pids).
+func assertOnlyOwnEtcdRestarted(t *testing.T, c *framework.Cluster, r lab.Result, host string, before map[string][]int) {
+	t.Helper()
+	restarted := strings.Contains(r.Stderr, "restarting it (a learner holds no vote)")
+	if restarted && !strings.Contains(r.Stderr, "serves clients") {
+		t.Errorf("%s: the join restarted its etcd learner but never saw it serve:\n%s", host, tail(r.Stderr, 20))
+	}
+	logs, _ := filepath.Glob(c.HostPath(host, "/var/log/pods/kube-system_etcd-"+host+"_*/etcd/*.log"))
+	want := 1
+	if restarted {
+		want = 2
+	}
+	if len(logs) != want {
+		t.Errorf("%s's etcd container ran %d times (%v), want %d (restart reported: %v)", host, len(logs), logs, want, restarted)
+	}
+	for h, pids := range before {
+		if now := c.Pids(h, "etcd"); len(pids) == 0 || !slices.Equal(now, pids) {
+			t.Errorf("%s's etcd changed during %s's join: pids %v before, %v after", h, host, pids, now)
+		}
+	}
+	t.Logf("%s: etcd learner restarted by the join: %v", host, restarted)
 }
 
 // waitDown waits until the API server on ip stops answering.

@@ -72,7 +72,7 @@ type Join struct {
 	// Used once at most, on a learner that has started but does not serve (see unstall).
 	Restart func() error
 	// StallGrace is how long a started learner may not serve clients before it counts as
-	// stalled (default 1 s).
+	// stalled (default 600 ms: a member that is not stalled serves as soon as its name is listed).
 	StallGrace time.Duration
 	// At marks points inside the join for the lab's fault injection (may be nil).
 	At          func(point string)
@@ -116,7 +116,7 @@ func (j *Join) Run(ctx context.Context) (res *Result, err error) {
 		j.QuorumGrace = 10 * time.Second
 	}
 	if j.StallGrace == 0 {
-		j.StallGrace = time.Second
+		j.StallGrace = 600 * time.Millisecond
 	}
 	res = &Result{}
 	ctx, cancel := context.WithTimeout(ctx, j.Timeout)
@@ -357,7 +357,7 @@ func (j *Join) unstall(ctx context.Context, m *etcdserverpb.Member) error {
 	}
 	endpoint := m.ClientURLs[0]
 	serving := func() bool {
-		cctx, cancel := context.WithTimeout(ctx, j.StallGrace/2)
+		cctx, cancel := context.WithTimeout(ctx, j.StallGrace)
 		defer cancel()
 		_, err := j.Status(cctx, endpoint)
 		return err == nil
