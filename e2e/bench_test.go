@@ -35,11 +35,13 @@ type Sample struct {
 	ReadyMs int64 `json:"readyMs,omitempty"` // Node Ready (polled every 50 ms)
 	VoterMs int64 `json:"voterMs,omitempty"` // etcd member started and voting (polled every 100 ms)
 	// KubeletStartedMs is the sum of kjoin's phases up to and including kubelet-start.
-	KubeletStartedMs int64              `json:"kubeletStartedMs,omitempty"`
-	Phases           map[string]int64   `json:"phases,omitempty"` // kjoin's own, from -o json
-	ImagePulls       int                `json:"imagePulls,omitempty"`
-	Extra            map[string]float64 `json:"extra,omitempty"`
-	Error            string             `json:"error,omitempty"`
+	KubeletStartedMs int64            `json:"kubeletStartedMs,omitempty"`
+	Phases           map[string]int64 `json:"phases,omitempty"` // kjoin's own, from -o json
+	ImagePulls       int              `json:"imagePulls,omitempty"`
+	// EtcdRestarted: kjoin restarted its stalled etcd learner (see etcd-join).
+	EtcdRestarted bool               `json:"etcdRestarted,omitempty"`
+	Extra         map[string]float64 `json:"extra,omitempty"`
+	Error         string             `json:"error,omitempty"`
 }
 
 var sampleMu sync.Mutex
@@ -213,6 +215,7 @@ func benchRounds(t *testing.T, c *framework.Cluster, rng *rand.Rand, section str
 			}
 			if strings.HasPrefix(tool.name, "kjoin") {
 				s.Phases, s.KubeletStartedMs = kjoinPhases(r.Stdout)
+				s.EtcdRestarted = strings.Contains(r.Stderr, "restarting it (a learner holds no vote)")
 			}
 			s.ImagePulls = len(c.ImagePulls(host))
 			if s.ImagePulls > 0 {

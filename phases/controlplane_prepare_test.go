@@ -2,6 +2,8 @@ package phases
 
 import (
 	"context"
+	"os"
+	"path"
 	"strings"
 	"testing"
 	"time"
@@ -71,5 +73,31 @@ func TestControlPlanePrepareRefusals(t *testing.T) {
 				t.Error("etcd was changed by a refused join")
 			}
 		})
+	}
+}
+
+// A patch that cannot be applied to a control-plane manifest fails the join in
+// control-plane-prepare, before it writes anything: no certificate, kubeconfig, manifest or
+// journal, and etcd untouched.
+func TestBadPatchFailsBeforeAnythingIsWritten(t *testing.T) {
+	t.Parallel()
+	c := newCPHost(t)
+	o := c.options(t)
+	o.PatchesDir = t.TempDir()
+	bad := "- op: replace\n  path: /spec/nosuchfield/0\n  value: x\n"
+	if err := os.WriteFile(path.Join(o.PatchesDir, "kube-apiserver+json.yaml"), []byte(bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Run(context.Background(), c.env, &State{Opts: o}, Join, RunOptions{})
+	if operr.CodeOf(err) != operr.Usage || !strings.Contains(err.Error(), "cannot apply --patches") {
+		t.Fatalf("got %v (code %d), want a usage error about --patches", err, operr.CodeOf(err))
+	}
+	for _, p := range []string{"/etc/kubernetes/pki", "/etc/kubernetes/admin.conf", ManifestsDir, JournalPath, KubeletKubeconfig} {
+		if c.env.Exists(p) {
+			t.Errorf("%s was written by a join refused for its patch", p)
+		}
+	}
+	if len(c.etcd.added) != 0 {
+		t.Error("etcd was changed")
 	}
 }

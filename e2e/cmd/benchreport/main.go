@@ -32,6 +32,7 @@ type sample struct {
 	KubeletStartedMs int64              `json:"kubeletStartedMs"`
 	Phases           map[string]int64   `json:"phases"`
 	ImagePulls       int                `json:"imagePulls"`
+	EtcdRestarted    bool               `json:"etcdRestarted"`
 	Extra            map[string]float64 `json:"extra"`
 	Error            string             `json:"error"`
 }
@@ -286,6 +287,18 @@ func controlPlane(b *strings.Builder, samples []sample) {
 		w("\nkjoin / kubeadm, medians of this run: wall %s, start → Ready %s, start → voter %s. kubeadm image pulls: %d.\n\n",
 			ratio(of(field(kj, wall)).med, of(field(base, wall)).med), ratio(of(field(kj, ready)).med, of(field(base, ready)).med),
 			ratio(of(field(kj, voter)).med, of(field(base, voter)).med), pulls(base))
+	}
+	if len(kj) > 0 {
+		var stalled, not []sample
+		for _, s := range kj {
+			if s.EtcdRestarted {
+				stalled = append(stalled, s)
+			} else {
+				not = append(not, s)
+			}
+		}
+		w("kjoin restarted its stalled etcd learner (etcd-join) in %d of %d joins; wall with the restart %s, without %s.\n\n",
+			len(stalled), len(kj), of(field(stalled, wall)), of(field(not, wall)))
 	}
 	if len(kj) > 0 {
 		var names []string
