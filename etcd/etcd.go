@@ -270,6 +270,38 @@ func (j *Join) undo(ctx context.Context, res *Result, cause error) error {
 	return cause
 }
 
+// Health is what one member answers about itself.
+type Health struct {
+	Err    error  // it did not answer
+	Leader uint64 // the leader it follows; 0: it has none (its cluster lost quorum)
+}
+
+// OK reports whether the member answered and has a leader.
+func (h Health) OK() bool { return h.Err == nil && h.Leader != 0 }
+
+func (h Health) String() string {
+	switch {
+	case h.Err != nil:
+		return "unreachable"
+	case h.Leader == 0:
+		return "no leader"
+	default:
+		return fmt.Sprintf("leader %x", h.Leader)
+	}
+}
+
+// Probe asks the member at endpoint (a client URL) for its status, within 2 s: the one
+// health check of joins, reset and their error messages.
+func Probe(ctx context.Context, status func(context.Context, string) (*clientv3.StatusResponse, error), endpoint string) Health {
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	st, err := status(cctx, endpoint)
+	if err != nil {
+		return Health{Err: err}
+	}
+	return Health{Leader: st.Leader}
+}
+
 // quorumLost is called after a failed membership call: it asks every voting member of the
 // last membership seen for its status, and returns an error naming the lost quorum once
 // fewer than a majority have had a leader for QuorumGrace (a leader election takes a second
@@ -293,16 +325,10 @@ func (j *Join) quorumLost(ctx context.Context) error {
 			detail = append(detail, name+": not started")
 			continue
 		}
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		st, err := j.Status(cctx, m.ClientURLs[0])
-		cancel()
-		switch {
-		case err != nil:
-			detail = append(detail, name+": unreachable")
-		case st.Leader == 0:
-			detail = append(detail, name+": no leader")
-		default:
+		if h := Probe(ctx, j.Status, m.ClientURLs[0]); h.OK() {
 			healthy++
+		} else {
+			detail = append(detail, name+": "+h.String())
 		}
 	}
 	if healthy > voters/2 {

@@ -166,16 +166,13 @@ func restartEtcd(e *Env, node, peerURL string) error {
 func etcdHealth(ctx context.Context, cli etcd.Conn, endpoints []string) string {
 	var parts []string
 	for _, ep := range endpoints {
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		st, err := cli.Status(cctx, ep)
-		cancel()
-		switch {
-		case err != nil:
+		switch h := etcd.Probe(ctx, cli.Status, ep); {
+		case h.Err != nil:
 			parts = append(parts, ep+" unreachable")
-		case st.Leader == 0:
+		case h.Leader == 0:
 			parts = append(parts, ep+" has no leader: quorum lost")
 		default:
-			parts = append(parts, fmt.Sprintf("%s has leader %x", ep, st.Leader))
+			parts = append(parts, fmt.Sprintf("%s has leader %x", ep, h.Leader))
 		}
 	}
 	return strings.Join(parts, "; ")

@@ -87,7 +87,7 @@ func removeEtcdMember(ctx context.Context, e *Env, manifest []byte, force bool, 
 			continue
 		}
 		voters++
-		if !mine && len(m.ClientURLs) > 0 && memberHealthy(ctx, cli, m.ClientURLs[0]) {
+		if !mine && len(m.ClientURLs) > 0 && etcd.Probe(ctx, cli.Status, m.ClientURLs[0]).OK() {
 			healthyOthers++
 			others = append(others, m.ClientURLs[0])
 		}
@@ -129,14 +129,6 @@ func etcdCertificatesDir(flags map[string]string) string {
 		return path.Dir(path.Dir(ca))
 	}
 	return PKIDir
-}
-
-// memberHealthy reports whether the member at url answers and has a leader.
-func memberHealthy(ctx context.Context, cli etcd.Conn, url string) bool {
-	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	st, err := cli.Status(cctx, url)
-	return err == nil && st.Leader != 0
 }
 
 // memberGone reports whether the membership (as cli sees it) no longer has id.
