@@ -205,20 +205,15 @@ func validIdentity(e *Env, s *State) (string, bool) {
 // Passing API errors (throttling, timeouts, a restarting API server) are retried.
 func refuseReadyNode(ctx context.Context, e *Env, s *State, name string) error {
 	var node *corev1.Node
-	var err error
-	bo := tlsbootstrap.Backoff()
-	deadline := e.Clock.Now().Add(s.Opts.Timeouts.TLSBootstrap)
-	for {
-		node, err = s.BootstrapClient.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if !tlsbootstrap.Transient(err) || !e.Clock.Now().Before(deadline) {
-			break
-		}
-		e.Debugf("tls-bootstrap", "look up node %q: %v (retrying)", name, err)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-e.Clock.After(bo.Step()):
-		}
+	err := tlsbootstrap.Retry(ctx, e.Clock, e.Clock.Now().Add(s.Opts.Timeouts.TLSBootstrap),
+		func(f string, a ...any) { e.Debugf("tls-bootstrap", f, a...) }, fmt.Sprintf("look up node %q", name),
+		func(ctx context.Context) error {
+			var err error
+			node, err = s.BootstrapClient.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			return err
+		})
+	if ctx.Err() != nil {
+		return ctx.Err()
 	}
 	if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
 		return nil

@@ -116,35 +116,52 @@ func Create(ctx context.Context, r Request) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
 	defer cancel()
 	csrs := r.Client.CertificatesV1().CertificateSigningRequests()
+	err = Retry(ctx, r.Clock, r.Clock.Now().Add(r.Timeout), r.Logf, "create CSR "+name, func(ctx context.Context) error {
+		_, err := csrs.Create(ctx, csr, metav1.CreateOptions{})
+		if !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		existing, err := csrs.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if merr := Matches(existing, r.Key); merr != nil {
+			return operr.Wrap(operr.Other, merr, "a CSR named "+name+" already exists and does not ask for this node's key", "delete it (kubectl delete csr "+name+") and run the join again")
+		}
+		r.Logf("CSR %s already exists for this key (an earlier answer was lost); using it", name)
+		return nil
+	})
+	switch {
+	case err == nil:
+		return name, nil
+	case apierrors.IsUnauthorized(err):
+		return "", operr.Wrap(operr.Auth, err, "the API server rejected the bootstrap token", "the token may have expired or been deleted: create a new one with kjoin token create")
+	case apierrors.IsForbidden(err):
+		return "", operr.Wrap(operr.Auth, err, "the bootstrap token may not create CertificateSigningRequests",
+			"kubeadm binds ClusterRole system:node-bootstrapper to group system:bootstrappers:kubeadm:default-node-token (ClusterRoleBinding kubeadm:kubelet-bootstrap); check it and the token's auth-extra-groups")
+	case Transient(err):
+		return "", operr.Wrap(operr.Timeout, err, fmt.Sprintf("could not create CSR %s within %s", name, r.Timeout), "the API server is overloaded or unreachable; run the join again")
+	}
+	if _, ok := operr.As(err); ok {
+		return "", err
+	}
+	return "", fmt.Errorf("create CertificateSigningRequest: %w", err)
+}
+
+// Retry calls fn until it returns an error that is not Transient (or nil), with Backoff
+// between calls; at the deadline (on clk) or when ctx ends it returns fn's last error.
+func Retry(ctx context.Context, clk clock.Clock, deadline time.Time, logf func(string, ...any), what string, fn func(context.Context) error) error {
 	bo := Backoff()
 	for {
-		_, err := csrs.Create(ctx, csr, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			var existing *certificatesv1.CertificateSigningRequest
-			if existing, err = csrs.Get(ctx, name, metav1.GetOptions{}); err == nil {
-				if merr := Matches(existing, r.Key); merr != nil {
-					return "", operr.Wrap(operr.Other, merr, "a CSR named "+name+" already exists and does not ask for this node's key", "delete it (kubectl delete csr "+name+") and run the join again")
-				}
-				r.Logf("CSR %s already exists for this key (an earlier answer was lost); using it", name)
-				return name, nil
-			}
+		err := fn(ctx)
+		if !Transient(err) || !clk.Now().Before(deadline) {
+			return err
 		}
-		switch {
-		case err == nil:
-			return name, nil
-		case apierrors.IsUnauthorized(err):
-			return "", operr.Wrap(operr.Auth, err, "the API server rejected the bootstrap token", "the token may have expired or been deleted: create a new one with kjoin token create")
-		case apierrors.IsForbidden(err):
-			return "", operr.Wrap(operr.Auth, err, "the bootstrap token may not create CertificateSigningRequests",
-				"kubeadm binds ClusterRole system:node-bootstrapper to group system:bootstrappers:kubeadm:default-node-token (ClusterRoleBinding kubeadm:kubelet-bootstrap); check it and the token's auth-extra-groups")
-		case !Transient(err):
-			return "", fmt.Errorf("create CertificateSigningRequest: %w", err)
-		}
-		r.Logf("create CSR %s: %v (retrying)", name, err)
+		logf("%s: %v (retrying)", what, err)
 		select {
 		case <-ctx.Done():
-			return "", operr.Wrap(operr.Timeout, err, fmt.Sprintf("could not create CSR %s within %s", name, r.Timeout), "the API server is overloaded or unreachable; run the join again")
-		case <-r.Clock.After(bo.Step()):
+			return err
+		case <-clk.After(bo.Step()):
 		}
 	}
 }
