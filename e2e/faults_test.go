@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -119,6 +120,23 @@ func rerun(t *testing.T, c *framework.Cluster, host, certKey string) joinJSON {
 		t.Fatalf("re-run on %s: %v", host, r.Error())
 	}
 	return parseJoinJSON(t, r)
+}
+
+// leaseTTL is an etcd lease's remaining TTL in seconds (-1: no such lease).
+func leaseTTL(t *testing.T, c *framework.Cluster, id int64) int64 {
+	t.Helper()
+	cli, err := c.Etcd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := cli.TimeToLive(ctx, clientv3.LeaseID(id))
+	if err != nil {
+		t.Fatalf("lease %x: %v", id, err)
+	}
+	return resp.TTL
 }
 
 // nodeCSRs lists the CSRs kjoin made for node.
@@ -361,7 +379,29 @@ func TestJoinFaults(t *testing.T) {
 			t.Fatalf("no learner of cp2 at the pause: %+v", m)
 		}
 		p.kill(t)
-		rerun(t, c, "cp2", key)
+		// The killed run held the join lock: its lease is in the journal and still alive.
+		var j struct {
+			Lease int64 `json:"etcdLockLease"`
+		}
+		if b, err := c.ReadFile("cp2", "/var/lib/kjoin/journal.json"); err != nil || json.Unmarshal(b, &j) != nil || j.Lease == 0 {
+			t.Fatalf("the killed run's journal names no etcd lock lease: %v %s", err, b)
+		}
+		if ttl := leaseTTL(t, c, j.Lease); ttl <= 0 {
+			t.Fatalf("the killed run's lock lease %x is not alive before the re-run (TTL %d)", j.Lease, ttl)
+		}
+		writeToken(t, c, "cp2", lab.Token)
+		r := c.Run(t, "cp2", joinArgs(c, "cp2", key, "-o", "json")...)
+		if r.Err != nil {
+			c.DumpLogs(t, "cp2", "cp1")
+			t.Fatalf("re-run on cp2: %v", r.Error())
+		}
+		// Revoked by the re-run (a revoke of an expired lease fails and is not reported).
+		if want := fmt.Sprintf("released the etcd join lock lease %x of an interrupted run", j.Lease); !strings.Contains(r.Stderr, want) {
+			t.Errorf("the re-run did not release the killed run's lock lease %x:\n%s", j.Lease, tail(r.Stderr, 20))
+		}
+		if ttl := leaseTTL(t, c, j.Lease); ttl != -1 {
+			t.Errorf("lease %x still exists after the re-run (TTL %d)", j.Lease, ttl)
+		}
 		after, ok := memberOn(t, c, "cp2")
 		if !ok || after.ID != m.ID {
 			t.Errorf("cp2's member is %x after the re-run, want the learner %x promoted (no new member)", after.ID, m.ID)
