@@ -46,16 +46,9 @@ func runControlPlanePrepare(ctx context.Context, e *Env, s *State) error {
 		return err
 	}
 	// Rendered (and patched) now, so a bad patch fails the join before anything else changes.
-	pods, err := manifests.ControlPlane(cfg, manifestNode(e, s))
-	if err != nil {
+	if s.ControlPlanePods, err = renderControlPlane(e, s); err != nil {
 		return err
 	}
-	for name, data := range pods {
-		if pods[name], err = patchManifest(s, name, data); err != nil {
-			return err
-		}
-	}
-	s.ControlPlanePods = pods
 	pkiDir := cfg.CertificatesDir
 	written := 0
 	if s.Opts.CertificateKey != "" {
@@ -139,6 +132,21 @@ func runControlPlanePrepare(ctx context.Context, e *Env, s *State) error {
 	}
 	e.Logf("control-plane-prepare", "issued %d node certificates, wrote admin/controller-manager/scheduler kubeconfigs", issued)
 	return nil
+}
+
+// renderControlPlane renders the kube-apiserver, kube-controller-manager and kube-scheduler
+// manifests for s.Cluster with the operator's patches applied.
+func renderControlPlane(e *Env, s *State) (map[string][]byte, error) {
+	pods, err := manifests.ControlPlane(s.Cluster, manifestNode(e, s))
+	if err != nil {
+		return nil, err
+	}
+	for name, data := range pods {
+		if pods[name], err = patchManifest(s, name, data); err != nil {
+			return nil, err
+		}
+	}
+	return pods, nil
 }
 
 // sameCA refuses uploaded certificates for another cluster CA than the one discovery pinned.

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"kjoin.dev/kjoin/operr"
+	cc "kjoin.dev/kjoin/clusterconfig"
 )
 
 // ControlPlaneStart writes the kube-apiserver, kube-controller-manager and kube-scheduler
@@ -16,16 +16,29 @@ import (
 // seconds after etcd is up, and the Node registers that much later; the controller-manager
 // and scheduler need that API server, and starting them later leaves the CPU to etcd's start.
 //
-//	Reads:  s.ControlPlanePods (rendered and patched by control-plane-prepare), s.Opts.DryRun
-//	Writes: /etc/kubernetes/manifests/{kube-apiserver,kube-controller-manager,kube-scheduler}.yaml
+//	Reads:  s.ControlPlanePods (rendered and patched by control-plane-prepare; run alone, it renders
+//	        them from the cluster's ClusterConfiguration read with the bootstrap identity), s.Opts
+//	Writes: /etc/kubernetes/manifests/{kube-apiserver,kube-controller-manager,kube-scheduler}.yaml;
+//	        s.Cluster and s.ControlPlanePods when run alone
 var ControlPlaneStart = Phase{
 	Name: "control-plane-start", Short: "Write the API server, controller-manager and scheduler manifests once etcd is ready",
-	Skip: workerSkip, Run: runControlPlaneStart,
+	Needs: []string{"discovery"}, Skip: workerSkip, Run: runControlPlaneStart,
 }
 
 func runControlPlaneStart(ctx context.Context, e *Env, s *State) error {
-	if s.ControlPlanePods == nil {
-		return operr.New(operr.Usage, "control-plane-start needs the control-plane-prepare phase", "run the whole join, or kjoin join phase control-plane-prepare first")
+	if s.ControlPlanePods == nil { // kjoin join phase control-plane-start
+		if s.Cluster == nil {
+			cfg, err := cc.Fetch(ctx, s.BootstrapClient, "the bootstrap token")
+			if err != nil {
+				return err
+			}
+			s.Cluster = cfg
+		}
+		pods, err := renderControlPlane(e, s)
+		if err != nil {
+			return err
+		}
+		s.ControlPlanePods = pods
 	}
 	names := slices.Sorted(maps.Keys(s.ControlPlanePods))
 	for _, name := range names {

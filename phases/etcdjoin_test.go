@@ -197,13 +197,22 @@ func TestControlPlaneManifestsWaitForEtcdVoter(t *testing.T) {
 	}
 }
 
-// control-plane-start run on its own, without control-plane-prepare, refuses clearly.
-func TestControlPlaneStartNeedsPrepare(t *testing.T) {
+// control-plane-start run on its own (kjoin join phase control-plane-start) renders the
+// manifests from the cluster's configuration and writes them, and nothing else.
+func TestControlPlaneStartAlone(t *testing.T) {
 	t.Parallel()
 	c := newCPHost(t)
-	_, err := Run(context.Background(), c.env, &State{Opts: c.options(t)}, Join, RunOptions{Only: []string{"control-plane-start"}})
-	if operr.CodeOf(err) != operr.Usage || !strings.Contains(err.Error(), "needs the control-plane-prepare phase") {
-		t.Fatalf("got %v", err)
+	if _, err := Run(context.Background(), c.env, &State{Opts: c.options(t)}, Join, RunOptions{Only: []string{"control-plane-start"}}); err != nil {
+		t.Fatalf("%v\n%s", err, c.out)
+	}
+	for _, p := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+		b, err := c.env.ReadFile(path.Join(ManifestsDir, p+".yaml"))
+		if err != nil || !strings.Contains(string(b), "component: "+p) {
+			t.Errorf("%s.yaml: %v\n%s", p, err, b)
+		}
+	}
+	if c.env.Exists(path.Join(ManifestsDir, "etcd.yaml")) || c.env.Exists("/etc/kubernetes/pki/apiserver.crt") || len(c.etcd.added) != 0 {
+		t.Error("control-plane-start alone did more than write its three manifests")
 	}
 }
 
