@@ -23,7 +23,8 @@ import (
 // by control-plane-start, once etcd is ready for them).
 //
 //	Reads:  s.BootstrapClient, s.Opts (CertificateKey, NodeName, AdvertiseAddress, BindPort, PatchesDir, Timeouts)
-//	Writes: s.Cluster, s.AdminClient, s.ControlPlanePods; /etc/kubernetes/{pki/*,admin.conf,controller-manager.conf,scheduler.conf}
+//	Writes: s.Cluster, s.AdminClient, s.ControlPlanePods; /etc/kubernetes/{pki/*,admin.conf,controller-manager.conf,scheduler.conf},
+//	        the (empty) /etc/kubernetes/manifests directory, for the kubelet to watch from its start
 var ControlPlanePrepare = Phase{
 	Name: "control-plane-prepare", Short: "Download shared certificates; write node certificates and kubeconfigs; render the manifests",
 	Needs: []string{"discovery"}, Skip: workerSkip, Run: runControlPlanePrepare,
@@ -129,6 +130,11 @@ func runControlPlanePrepare(ctx context.Context, e *Env, s *State) error {
 	}
 	if s.AdminClient, _, err = e.ClientFromKubeconfig(AdminKubeconfig); err != nil {
 		return fmt.Errorf("admin client: %w", err)
+	}
+	// The kubelet watches its static pod directory only if it exists when the kubelet starts;
+	// otherwise it finds the etcd manifest at its next periodic look, up to 20 s later.
+	if err := os.MkdirAll(e.Paths.Of(ManifestsDir), 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", ManifestsDir, err)
 	}
 	e.Logf("control-plane-prepare", "issued %d node certificates, wrote admin/controller-manager/scheduler kubeconfigs", issued)
 	return nil

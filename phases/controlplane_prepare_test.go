@@ -101,3 +101,20 @@ func TestBadPatchFailsBeforeAnythingIsWritten(t *testing.T) {
 		t.Error("etcd was changed")
 	}
 }
+
+// The static pod directory exists before the kubelet starts (the kubelet watches it only if
+// it exists then), while no manifest is in it yet.
+func TestManifestsDirExistsBeforeKubeletStarts(t *testing.T) {
+	t.Parallel()
+	c := newCPHost(t)
+	if _, err := Run(context.Background(), c.env, &State{Opts: c.options(t)}, Join, RunOptions{Only: []string{"control-plane-prepare"}}); err != nil {
+		t.Fatalf("%v\n%s", err, c.out)
+	}
+	st, err := os.Stat(c.env.Paths.Of(ManifestsDir))
+	if err != nil || !st.IsDir() {
+		t.Fatalf("%s after control-plane-prepare: %v", ManifestsDir, err)
+	}
+	if entries, _ := os.ReadDir(c.env.Paths.Of(ManifestsDir)); len(entries) != 0 {
+		t.Errorf("manifests written before etcd joined: %v", entries)
+	}
+}
