@@ -143,7 +143,7 @@ func TestBench(t *testing.T) {
 	c := framework.Get(t)
 	rng := benchRand(t)
 	kjoinArgs := func(host, key string, extra ...string) []string {
-		return joinArgs(c, host, key, append([]string{"-o", "json"}, extra...)...)
+		return joinArgs(c, host, key, append([]string{"-o", "json", "-v", "1"}, extra...)...) // -v: progress (the etcd restart) on stderr
 	}
 	kubeadmArgs := func(host, key string) []string {
 		a := []string{"kubeadm", "join", lab.Endpoint(), "--token", lab.Token, "--discovery-token-ca-cert-hash", c.CAHash, "--ignore-preflight-errors=all"}

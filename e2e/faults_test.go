@@ -390,7 +390,7 @@ func TestJoinFaults(t *testing.T) {
 			t.Fatalf("the killed run's lock lease %x is not alive before the re-run (TTL %d)", j.Lease, ttl)
 		}
 		writeToken(t, c, "cp2", lab.Token)
-		r := c.Run(t, "cp2", joinArgs(c, "cp2", key, "-o", "json")...)
+		r := c.Run(t, "cp2", joinArgs(c, "cp2", key, "-o", "json", "-v", "1")...) // -v: progress on stderr
 		if r.Err != nil {
 			c.DumpLogs(t, "cp2", "cp1")
 			t.Fatalf("re-run on cp2: %v", r.Error())
