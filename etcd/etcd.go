@@ -371,7 +371,7 @@ func (j *Join) waitStarted(ctx context.Context, id uint64) (*etcdserverpb.Member
 // unstall restarts a started learner that does not serve clients. etcd serves clients only
 // once its start-up publish of its own name returns. When that entry reaches the new member
 // inside the leader's snapshot instead of as a log entry (the leader commits it before it
-// builds the snapshot: in the lab, nearly every join), the member never sees its request
+// builds the snapshot: in the lab, most joins), the member never sees its request
 // applied and waits out etcd's request timeout (7 s with kubeadm's flags) before it
 // publishes again, although every member already lists its name; this node's API server
 // waits on it. A learner holds no vote, so restarting it costs the cluster nothing, and the
