@@ -173,7 +173,8 @@ func Backoff() wait.Backoff {
 }
 
 // Transient reports whether an API error is passing: throttling (429), server timeouts and
-// errors, an unreachable or restarting API server, a request that timed out on the client.
+// errors, an unreachable or restarting API server, a connection lost under load, a request
+// that timed out on the client.
 func Transient(err error) bool {
 	if err == nil {
 		return false
@@ -182,7 +183,8 @@ func Transient(err error) bool {
 		apierrors.IsServiceUnavailable(err) || apierrors.IsUnexpectedServerError(err) {
 		return true
 	}
-	if utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) || errors.Is(err, context.DeadlineExceeded) {
+	if utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) || utilnet.IsHTTP2ConnectionLost(err) ||
+		errors.Is(err, context.DeadlineExceeded) {
 		return true
 	}
 	var ne net.Error

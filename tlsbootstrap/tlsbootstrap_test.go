@@ -183,6 +183,8 @@ func TestTransient(t *testing.T) {
 		&url.Error{Op: "Get", URL: "https://cp:6443", Err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}},
 		&url.Error{Op: "Get", URL: "https://cp:6443", Err: errors.New("net/http: request canceled (Client.Timeout exceeded while awaiting headers)")},
 		context.DeadlineExceeded,
+		// A connection dropped under load while the answer was on its way (storm of 800).
+		&url.Error{Op: "Post", URL: "https://cp:6443", Err: errors.New("http2: client connection lost")},
 	} {
 		if !Transient(err) {
 			t.Errorf("%v is not transient", err)
