@@ -33,7 +33,7 @@ func certificateKey(t *testing.T, c *framework.Cluster) string {
 }
 
 // TestResetControlPlanes: kjoin upload-certs feeds two control-plane joins (a wrong key is
-// refused first); kjoin reset refuses to cost etcd its quorum, --force overrides, and
+// refused first); kjoin reset refuses to cost etcd its quorum, --allow-etcd-quorum-loss overrides, and
 // --delete-node deletes the very Node the join made; static pods and the kubelet are gone.
 func TestResetControlPlanes(t *testing.T) {
 	c := framework.Get(t)
@@ -70,13 +70,13 @@ func TestResetControlPlanes(t *testing.T) {
 	if _, err := os.Stat(c.HostPath("cp2", "/etc/kubernetes/manifests/kube-apiserver.yaml")); err != nil {
 		t.Error("the refused reset removed cp2's static pods")
 	}
-	forced := c.Run(t, "cp2", "kjoin", "reset", "--force", "-o", "json")
+	forced := c.Run(t, "cp2", "kjoin", "reset", "--allow-etcd-quorum-loss", "-o", "json")
 	resume()
 	if forced.ExitCode != 0 {
-		t.Fatalf("reset --force: %v", forced.Error())
+		t.Fatalf("reset --allow-etcd-quorum-loss: %v", forced.Error())
 	}
 	if _, ok := memberOn(t, c, "cp2"); ok {
-		t.Error("reset --force left cp2's etcd member")
+		t.Error("reset --allow-etcd-quorum-loss left cp2's etcd member")
 	}
 	assertEtcdVoters(t, c, 2)
 	assertHostStopped(t, c, "cp2")

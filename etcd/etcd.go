@@ -532,8 +532,10 @@ type Conn interface {
 	// NewLock creates the join lock; its lease (ttl seconds) releases it if this process dies.
 	// ctx bounds the lease grant (which needs quorum), not the lock's life.
 	NewLock(ctx context.Context, ttl int) (Locker, error)
-	// RevokeLease revokes a lease (one an interrupted run left holding the join lock).
-	RevokeLease(ctx context.Context, lease int64) error
+	// RevokeLockLease revokes a lease an interrupted run recorded, only when it is a lease of
+	// the join lock: its one attached key is the lock's key for that very lease (any other
+	// lease, such as the API server's, is left alone). revoked is false when it was not.
+	RevokeLockLease(ctx context.Context, lease int64) (revoked bool, err error)
 	Close() error
 }
 
@@ -554,12 +556,30 @@ func (c *conn) NewLock(ctx context.Context, ttl int) (Locker, error) {
 	return NewMutexLock(ctx, c.Client, ttl)
 }
 
-func (c *conn) RevokeLease(ctx context.Context, lease int64) error {
-	_, err := c.Revoke(ctx, clientv3.LeaseID(lease))
-	if err != nil && errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		return nil
+func (c *conn) RevokeLockLease(ctx context.Context, lease int64) (bool, error) {
+	ttl, err := c.TimeToLive(ctx, clientv3.LeaseID(lease), clientv3.WithAttachedKeys())
+	if err != nil {
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return false, nil
+		}
+		return false, err
 	}
-	return err
+	if ttl.TTL <= 0 || !IsLockLease(lease, ttl.Keys) {
+		return false, nil
+	}
+	if _, err := c.Revoke(ctx, clientv3.LeaseID(lease)); err != nil {
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return false, nil
+		}
+		return false, err
+	}
+	return true, nil
+}
+
+// IsLockLease reports whether a lease's attached keys are exactly the join lock's key for it
+// (concurrency.Mutex names its key <prefix>/<lease in hex>).
+func IsLockLease(lease int64, keys [][]byte) bool {
+	return len(keys) == 1 && string(keys[0]) == LockKey+"/"+strconv.FormatInt(lease, 16)
 }
 
 // MutexLock is a Locker backed by an etcd session and mutex.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"slices"
+	"strings"
 
 	"kjoin.dev/kjoin/certs"
 	cc "kjoin.dev/kjoin/clusterconfig"
@@ -44,6 +45,9 @@ func runControlPlanePrepare(ctx context.Context, e *Env, s *State) error {
 	}
 	s.Cluster = cfg
 	if err := cfg.RequireControlPlaneEndpoint(); err != nil {
+		return err
+	}
+	if err := checkJoinEtcdDataDir(e, s); err != nil {
 		return err
 	}
 	// Rendered (and patched) now, so a bad patch fails the join before anything else changes.
@@ -138,6 +142,38 @@ func runControlPlanePrepare(ctx context.Context, e *Env, s *State) error {
 	}
 	e.Logf("control-plane-prepare", "issued %d node certificates, wrote admin/controller-manager/scheduler kubeconfigs", issued)
 	return nil
+}
+
+// checkJoinEtcdDataDir checks, before anything is written, the stacked etcd data directory
+// the cluster's configuration names: a dedicated directory (never a system directory) that is
+// empty unless this very join filled it (kubeadm's DirAvailable check, ignorable as kubeadm's).
+func checkJoinEtcdDataDir(e *Env, s *State) error {
+	l := s.Cluster.Etcd.Local
+	if l == nil {
+		return nil
+	}
+	if err := checkEtcdDataDir(e, l.DataDir); err != nil {
+		return operr.Wrap(operr.Preflight, err, "cannot use the etcd data directory of kube-system/kubeadm-config (etcd.local.dataDir)",
+			"set etcd.local.dataDir to a directory of etcd's own (kubeadm's default is /var/lib/etcd) and run the join again; nothing was written")
+	}
+	if s.Own || s.Opts.DryRun {
+		return nil
+	}
+	empty, err := etcdDataDirEmpty(e, l.DataDir)
+	if err != nil {
+		return operr.Wrap(operr.Preflight, err, "cannot read the etcd data directory "+l.DataDir, "")
+	}
+	if empty {
+		return nil
+	}
+	name := etcdDataCheckName(l.DataDir)
+	what := fmt.Sprintf("%s is not empty: it may hold another etcd member's data", path.Clean(l.DataDir))
+	if s.Opts.IgnorePreflight["all"] || s.Opts.IgnorePreflight[strings.ToLower(name)] {
+		s.Warn(e, "control-plane-prepare", "[%s]: %s (ignored; a failed join will not delete it)", name, what)
+		return nil
+	}
+	return operr.Newf(operr.Preflight, "1 preflight check(s) failed:\n\t[ERROR %s]: %s", name, what).
+		WithHint("move that data away (a backup, or kjoin reset of the node's earlier join), or make the check non-fatal with --ignore-preflight-errors=" + name)
 }
 
 // renderControlPlane renders the kube-apiserver, kube-controller-manager and kube-scheduler

@@ -26,11 +26,12 @@ import (
 // can join in parallel), as a learner, then the etcd manifest, then promotion once it has
 // caught up. Re-runs find their member and continue.
 //
-// A failed join removes the etcd manifest again (and the data dir with its removed learner);
+// A failed join removes the etcd manifest again and, with its removed learner, that learner's
+// data (member/), only from a data directory the join found empty;
 // the lock's lease is kept in the journal while held, so the re-run of a killed join revokes it.
 //
 //	Reads:  s.Cluster, s.AdminClient, s.Journal (EtcdLockLease), s.Opts (NodeName, AdvertiseAddress, Timeouts)
-//	Writes: s.EtcdMemberID, s.Journal (EtcdLockLease, EtcdMemberID); /etc/kubernetes/manifests/etcd.yaml, the etcd data dir
+//	Writes: s.EtcdMemberID, s.Journal (EtcdLockLease, EtcdMemberID, EtcdDataDir); /etc/kubernetes/manifests/etcd.yaml, the etcd data dir
 var EtcdJoin = Phase{
 	Name: "etcd-join", Short: "Add this node's etcd member (learner, then voter)",
 	Skip: func(s *State) string {
@@ -71,8 +72,11 @@ func runEtcdJoin(ctx context.Context, e *Env, s *State) error {
 		// An interrupted run of this node may still hold the lock: let it go now rather than
 		// wait for its lease to expire.
 		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
-		if err := cli.RevokeLease(rctx, j.EtcdLockLease); err == nil {
+		switch revoked, err := cli.RevokeLockLease(rctx, j.EtcdLockLease); {
+		case err == nil && revoked:
 			e.Logf("etcd-join", "released the etcd join lock lease %x of an interrupted run", j.EtcdLockLease)
+		case err == nil:
+			e.Debugf("etcd-join", "the journal's lease %x holds no etcd join lock (expired, or not the lock's): left alone", j.EtcdLockLease)
 		}
 		rcancel()
 		j.EtcdLockLease = 0
@@ -91,7 +95,12 @@ func runEtcdJoin(ctx context.Context, e *Env, s *State) error {
 		}
 		defer func() { j.EtcdLockLease = 0 }()
 	}
-	if err := os.MkdirAll(e.Paths.Of(s.Cluster.Etcd.Local.DataDir), 0o700); err != nil {
+	dataDir := path.Clean(s.Cluster.Etcd.Local.DataDir)
+	if err := checkEtcdDataDir(e, dataDir); err != nil {
+		return operr.Wrap(operr.Preflight, err, "cannot use the etcd data directory of kube-system/kubeadm-config", "set etcd.local.dataDir to a directory of etcd's own")
+	}
+	ownsData, err := claimEtcdDataDir(e, s, dataDir)
+	if err != nil {
 		return err
 	}
 	j := &etcd.Join{
@@ -104,11 +113,12 @@ func runEtcdJoin(ctx context.Context, e *Env, s *State) error {
 			if !wipeData {
 				return nil
 			}
-			dir := e.Paths.Of(s.Cluster.Etcd.Local.DataDir)
-			if err := os.RemoveAll(dir); err != nil {
-				return err
+			if !ownsData {
+				e.Logf("etcd-join", "kept %s: this join did not find it empty, so its data is not the removed learner's alone", dataDir)
+				return nil
 			}
-			return os.MkdirAll(dir, 0o700)
+			// Only what the removed learner wrote: etcd keeps all of a member's data in member/.
+			return os.RemoveAll(e.Paths.Of(path.Join(dataDir, etcdMemberData)))
 		},
 		Logf:    func(f string, a ...any) { e.Logf("etcd-join", f, a...) },
 		Restart: func() error { return restartEtcd(e, s.Opts.NodeName, peerURL) },
@@ -137,6 +147,31 @@ func runEtcdJoin(ctx context.Context, e *Env, s *State) error {
 	}
 	e.Logf("etcd-join", "etcd member %x (%s) votes", res.ID, s.Opts.NodeName)
 	return nil
+}
+
+// claimEtcdDataDir creates the etcd data directory and reports whether the learner's data in
+// it is this join's to remove on failure: only when this join (this run, or the interrupted
+// run the journal records) found it absent or empty.
+func claimEtcdDataDir(e *Env, s *State, dir string) (bool, error) {
+	j := s.Journal
+	owned := j != nil && j.EtcdDataDir == dir
+	if !owned {
+		empty, err := etcdDataDirEmpty(e, dir)
+		if err != nil {
+			return false, fmt.Errorf("read the etcd data directory %s: %w", dir, err)
+		}
+		owned = empty
+		if empty && j != nil {
+			j.EtcdDataDir = dir
+			if err := j.Save(e); err != nil {
+				return false, err
+			}
+		}
+	}
+	if err := os.MkdirAll(e.Paths.Of(dir), 0o700); err != nil {
+		return false, fmt.Errorf("create the etcd data directory %s: %w", dir, err)
+	}
+	return owned, nil
 }
 
 // restartEtcd stops this node's etcd (SIGTERM) so the kubelet starts it again: the one etcd

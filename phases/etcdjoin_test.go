@@ -108,6 +108,7 @@ func TestEtcdJoinResumesItsLearner(t *testing.T) {
 func TestEtcdJoinRevokesTheLockLeaseOfAnInterruptedRun(t *testing.T) {
 	t.Parallel()
 	c := newCPHost(t)
+	c.etcd.lockLeases = map[int64]bool{0x77: true}
 	s := &State{Opts: c.options(t), Journal: &Journal{EtcdLockLease: 0x77}}
 	if _, err := Run(context.Background(), c.env, s, Join, RunOptions{}); err != nil {
 		t.Fatalf("%v\n%s", err, c.out)
@@ -121,6 +122,21 @@ func TestEtcdJoinRevokesTheLockLeaseOfAnInterruptedRun(t *testing.T) {
 	j, err := LoadJournal(c.env)
 	if err != nil || j.EtcdLockLease != 0 {
 		t.Errorf("saved journal names lock lease %x (%v)", j.EtcdLockLease, err)
+	}
+}
+
+// A journal naming a lease that holds no join lock (another's lease, say the API server's)
+// makes the join revoke nothing.
+func TestEtcdJoinRevokesOnlyALockLease(t *testing.T) {
+	t.Parallel()
+	c := newCPHost(t)
+	c.etcd.lockLeases = map[int64]bool{0x4b1: true}
+	s := &State{Opts: c.options(t), Journal: &Journal{EtcdLockLease: 0x99}}
+	if _, err := Run(context.Background(), c.env, s, Join, RunOptions{}); err != nil {
+		t.Fatalf("%v\n%s", err, c.out)
+	}
+	if len(c.etcd.revoked) != 0 {
+		t.Errorf("revoked %x: a lease that holds no join lock must be left alone", c.etcd.revoked)
 	}
 }
 

@@ -21,6 +21,8 @@ type fakeEtcd struct {
 	nextID    uint64
 	unhealthy map[string]bool // client URLs whose Status fails
 	revoked   []int64         // leases revoked
+	// lockLeases are leases that hold a join lock key (only those may be revoked).
+	lockLeases map[int64]bool
 	// started reports whether a learner's etcd has started (it then publishes its name).
 	started func() bool
 	// promoteRefusals are returned by MemberPromote before it succeeds (-1: always refuse).
@@ -122,11 +124,15 @@ func (f *fakeEtcd) Status(_ context.Context, endpoint string) (*clientv3.StatusR
 func (f *fakeEtcd) NewLock(context.Context, int) (etcd.Locker, error) { return (*fakeLock)(f), nil }
 func (f *fakeEtcd) Close() error                                      { return nil }
 
-func (f *fakeEtcd) RevokeLease(_ context.Context, lease int64) error {
+func (f *fakeEtcd) RevokeLockLease(_ context.Context, lease int64) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if !f.lockLeases[lease] {
+		return false, nil
+	}
 	f.revoked = append(f.revoked, lease)
-	return nil
+	delete(f.lockLeases, lease)
+	return true, nil
 }
 
 // member returns the member with a peer URL, or nil.

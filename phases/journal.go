@@ -6,8 +6,10 @@ import (
 	"io/fs"
 	"os"
 	"slices"
+	"syscall"
 
 	"kjoin.dev/kjoin/atomicfile"
+	"kjoin.dev/kjoin/operr"
 )
 
 // JournalPath records, on the node, what a join completed and created, so an interrupted join
@@ -30,10 +32,18 @@ type Journal struct {
 	// EtcdLockLease is the lease of the etcd join lock while etcd-join runs: a run killed
 	// holding the lock has its lease revoked by the next run instead of waiting for its TTL.
 	EtcdLockLease int64 `json:"etcdLockLease,omitempty"`
+	// EtcdDataDir is the etcd data directory this join found empty: the learner's data in it
+	// is the join's own (removed by a failed join's undo and by reset).
+	EtcdDataDir string `json:"etcdDataDir,omitempty"`
 }
 
-// LoadJournal reads the journal; a missing journal is empty, not an error.
+// LoadJournal reads the journal; a missing journal is empty, not an error. A journal someone
+// other than root could have written (not a root-owned 0600 regular file) is refused, and so
+// is one that names a pending key anywhere but kjoin's own path: joins and reset act on it.
 func LoadJournal(e *Env) (*Journal, error) {
+	if err := checkJournalFile(e); err != nil {
+		return nil, err
+	}
 	b, err := e.ReadFile(JournalPath)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &Journal{}, nil
@@ -45,7 +55,45 @@ func LoadJournal(e *Env) (*Journal, error) {
 	if err := json.Unmarshal(b, j); err != nil {
 		return nil, err
 	}
+	if j.PendingKey != "" && j.PendingKey != pendingKeyPath {
+		return nil, operr.Newf(operr.Preflight, "the join journal %s names the pending key %q, not kjoin's own %s; kjoin will not act on it", JournalPath, j.PendingKey, pendingKeyPath).
+			WithHint("check who changed it; remove the journal (kjoin reset then uses kubeadm's file list) or restore it")
+	}
 	return j, nil
+}
+
+// journalError is the operator error for a journal that cannot be used.
+func journalError(err error) error {
+	if _, ok := operr.As(err); ok {
+		return err
+	}
+	return operr.Wrap(operr.Other, err, "cannot read the join journal "+JournalPath, "remove it (kjoin reset) if it is corrupt")
+}
+
+// checkJournalFile refuses a journal that someone other than root (this process's user)
+// could have written, or that is not a plain file: a join and reset delete what it lists.
+func checkJournalFile(e *Env) error {
+	st, err := os.Lstat(e.Paths.Of(JournalPath))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return operr.Wrap(operr.Other, err, "cannot inspect the join journal "+JournalPath, "")
+	}
+	hint := "check who changed it; if it is the join's own record, restore it with chown root:root " + JournalPath + " && chmod 600 " + JournalPath + " (or remove it: reset then uses kubeadm's file list)"
+	if !st.Mode().IsRegular() {
+		return operr.Newf(operr.Preflight, "the join journal %s is not a regular file (%s); kjoin will not act on it", JournalPath, st.Mode().Type()).
+			WithHint(hint)
+	}
+	if st.Mode().Perm() != 0o600 {
+		return operr.Newf(operr.Preflight, "the join journal %s has mode %04o, not 0600; kjoin will not act on what it lists", JournalPath, st.Mode().Perm()).
+			WithHint(hint)
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Uid != 0 && int(sys.Uid) != os.Geteuid() {
+		return operr.Newf(operr.Preflight, "the join journal %s is owned by uid %d, not root; kjoin will not act on what it lists", JournalPath, sys.Uid).
+			WithHint(hint)
+	}
+	return nil
 }
 
 // Save writes the journal atomically.

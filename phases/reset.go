@@ -2,24 +2,22 @@ package phases
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path"
 	"strings"
-	"syscall"
 
 	"sigs.k8s.io/yaml"
 
-	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/pki"
 )
 
 // ResetOptions configure kjoin reset.
 type ResetOptions struct {
-	// Force removes the etcd member even when that leaves etcd without quorum.
-	Force bool
+	// AllowEtcdQuorumLoss removes this node's etcd member even when that leaves etcd without
+	// quorum (or without members), and lets its data go even when the member could not be
+	// removed. (kubeadm's --force only skips the confirmation prompt; so does kjoin's.)
+	AllowEtcdQuorumLoss bool
 	// DeleteNode deletes the Node object with admin credentials (Kubeconfig).
 	DeleteNode bool
 	Kubeconfig string
@@ -43,12 +41,15 @@ type ResetReport struct {
 type ResetState struct {
 	Opts   ResetOptions
 	Report *ResetReport
+	// Journaled reports that the node holds a join journal: then reset removes exactly the
+	// files it lists, else (a node kubeadm joined) kubeadm's exact file list.
+	Journaled bool
 	// EtcdManifest is this node's etcd static pod manifest, read before anything is removed.
 	EtcdManifest []byte
 	// APIServerPort is the local kube-apiserver's --secure-port (6443 when unknown).
 	APIServerPort int
 	// EtcdDataMayGo is set once this node's etcd member is out of the cluster (or never was
-	// in it), or with --force: only then is the etcd data wiped.
+	// in it), or with --allow-etcd-quorum-loss: only then is the etcd data wiped.
 	EtcdDataMayGo bool
 }
 
@@ -61,19 +62,21 @@ var ResetWorkflow = []Phase{ResetDeleteNode, ResetEtcdMember, ResetStaticPods, R
 // it did. It is idempotent: a second run changes nothing.
 func Reset(ctx context.Context, e *Env, o ResetOptions, skip []string) (*ResetReport, error) {
 	r := &ResetReport{Role: "worker", RemovedFiles: []string{}, Warnings: []string{}}
-	if err := checkJournalFile(e); err != nil {
-		return r, err
-	}
 	j, err := LoadJournal(e)
 	if err != nil {
-		return r, operr.Wrap(operr.Other, err, "cannot read the join journal", "")
+		return r, journalError(err)
 	}
 	r.Node = j.Node
 	if r.Node == "" {
 		r.Node = NodeNameFromCert(e)
 	}
-	rs := &ResetState{Opts: o, Report: r, EtcdDataMayGo: o.Force, APIServerPort: 6443}
-	rs.EtcdManifest, _ = e.ReadFile(path.Join(ManifestsDir, "etcd.yaml"))
+	rs := &ResetState{Opts: o, Report: r, EtcdDataMayGo: o.AllowEtcdQuorumLoss, APIServerPort: 6443}
+	rs.Journaled = e.Exists(JournalPath)
+	etcdManifest := path.Join(ManifestsDir, "etcd.yaml")
+	if !rs.Journaled || j.Owns(etcdManifest) {
+		// A journaled join that wrote no etcd manifest made no etcd member: not its to remove.
+		rs.EtcdManifest, _ = e.ReadFile(etcdManifest)
+	}
 	if apiserver, err := e.ReadFile(path.Join(ManifestsDir, "kube-apiserver.yaml")); err == nil {
 		r.Role = "control-plane"
 		if p, err := parsePort(staticPodFlags(apiserver)["secure-port"]); err == nil {
@@ -99,32 +102,6 @@ func parsePort(s string) (int, error) {
 		return 0, fmt.Errorf("not a port: %q", s)
 	}
 	return p, nil
-}
-
-// checkJournalFile refuses a journal that someone other than root (this process's user)
-// could have written: reset deletes what it lists.
-func checkJournalFile(e *Env) error {
-	st, err := os.Lstat(e.Paths.Of(JournalPath))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return operr.Wrap(operr.Other, err, "cannot inspect the join journal "+JournalPath, "")
-	}
-	hint := "check who changed it; if it is the join's own record, restore it with chown root:root " + JournalPath + " && chmod 600 " + JournalPath + " (or remove it: reset then uses kubeadm's file list)"
-	if !st.Mode().IsRegular() {
-		return operr.Newf(operr.Preflight, "the join journal %s is not a regular file (%s); reset will not act on it", JournalPath, st.Mode().Type()).
-			WithHint(hint)
-	}
-	if st.Mode().Perm() != 0o600 {
-		return operr.Newf(operr.Preflight, "the join journal %s has mode %04o, not 0600; reset will not delete what it lists", JournalPath, st.Mode().Perm()).
-			WithHint(hint)
-	}
-	if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Uid != 0 && int(sys.Uid) != os.Geteuid() {
-		return operr.Newf(operr.Preflight, "the join journal %s is owned by uid %d, not root; reset will not delete what it lists", JournalPath, sys.Uid).
-			WithHint(hint)
-	}
-	return nil
 }
 
 // confined cleans a host path and checks that reset may remove it: absolute, inside one of

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"slices"
+	"strings"
 	"time"
 
 	"kjoin.dev/kjoin/etcd"
@@ -11,9 +13,9 @@ import (
 )
 
 // ResetEtcdMember removes this node's etcd member, refusing when that would cost etcd its
-// quorum (or remove its last member) unless --force.
+// quorum (or remove its last member) unless --allow-etcd-quorum-loss.
 //
-//	Reads:  s.Reset (EtcdManifest, Opts.Force); the etcd client certificate named by the manifest
+//	Reads:  s.Reset (EtcdManifest, Opts.AllowEtcdQuorumLoss); the etcd client certificate named by the manifest
 //	Writes: s.Reset.Report.EtcdMemberRemoved, s.Reset.EtcdDataMayGo
 var ResetEtcdMember = Phase{
 	Name: "remove-etcd-member", Short: "Remove this node's etcd member (quorum-checked)", Run: runResetEtcdMember,
@@ -27,7 +29,7 @@ var ResetEtcdMember = Phase{
 
 func runResetEtcdMember(ctx context.Context, e *Env, s *State) error {
 	warn := func(format string, a ...any) { s.Warn(e, "remove-etcd-member", format, a...) }
-	id, gone, err := removeEtcdMember(ctx, e, s.Reset.EtcdManifest, s.Reset.Opts.Force, warn)
+	id, gone, err := removeEtcdMember(ctx, e, s.Reset.EtcdManifest, s.Reset.Opts.AllowEtcdQuorumLoss, warn)
 	if err != nil {
 		return err
 	}
@@ -39,24 +41,35 @@ func runResetEtcdMember(ctx context.Context, e *Env, s *State) error {
 	return nil
 }
 
-// removeEtcdMember removes this node's etcd member, refusing to break quorum unless forced.
+// removeEtcdMember removes this node's etcd member, refusing to break quorum unless allowed.
+// The member is this node's when it has the manifest's peer URL or, with no peer URL in it,
+// the manifest's --name: a manifest naming neither is not taken as "not a member".
 // gone reports that the member is out of the cluster (removed now, or not a member), so its
 // data may be wiped.
-func removeEtcdMember(ctx context.Context, e *Env, manifest []byte, force bool, warn func(string, ...any)) (id string, gone bool, err error) {
+func removeEtcdMember(ctx context.Context, e *Env, manifest []byte, allowQuorumLoss bool, warn func(string, ...any)) (id string, gone bool, err error) {
 	flags := staticPodFlags(manifest)
 	peerURL := flags["initial-advertise-peer-urls"]
-	clientURL := flags["advertise-client-urls"]
-	if peerURL == "" {
-		return "", true, nil
+	name := flags["name"]
+	clientURL := firstURL(flags["advertise-client-urls"])
+	if clientURL == "" {
+		clientURL = "https://127.0.0.1:2379"
+	}
+	if peerURL == "" && name == "" {
+		if allowQuorumLoss {
+			warn("the etcd manifest names neither this member's peer URL nor its name; no etcd member was removed (--allow-etcd-quorum-loss)")
+			return "", false, nil
+		}
+		return "", false, operr.New(operr.Preflight, "the etcd manifest names neither this member's peer URL (--initial-advertise-peer-urls) nor its name (--name), so its etcd member cannot be found",
+			"remove the member by hand (etcdctl member list, etcdctl member remove), then reset with --allow-etcd-quorum-loss")
 	}
 	tlsCfg, err := EtcdClientTLS(e, etcdCertificatesDir(flags))
 	if err != nil {
-		if force {
-			warn("cannot read this node's etcd client certificate (%v); its etcd member was not removed (--force)", err)
+		if allowQuorumLoss {
+			warn("cannot read this node's etcd client certificate (%v); its etcd member was not removed (--allow-etcd-quorum-loss)", err)
 			return "", false, nil
 		}
 		return "", false, operr.Wrap(operr.Preflight, err, "cannot read this node's etcd client certificate, so its etcd member cannot be removed",
-			"restore the certificate, or pass --force to reset anyway (then remove the member by hand: etcdctl member remove)")
+			"restore the certificate, or pass --allow-etcd-quorum-loss to reset anyway (then remove the member by hand: etcdctl member remove)")
 	}
 	cli, err := e.DialEtcd([]string{clientURL}, tlsCfg)
 	if err != nil {
@@ -67,21 +80,19 @@ func removeEtcdMember(ctx context.Context, e *Env, manifest []byte, force bool, 
 	defer cancel()
 	list, err := cli.MemberList(cctx)
 	if err != nil {
-		if force {
-			warn("etcd is unreachable (%v); member not removed (--force)", err)
+		if allowQuorumLoss {
+			warn("etcd is unreachable (%v); member not removed (--allow-etcd-quorum-loss)", err)
 			return "", false, nil
 		}
-		return "", false, operr.Wrap(operr.Other, err, "etcd does not answer, so this node's member cannot be removed safely", "fix etcd, or pass --force to reset anyway (then remove the member by hand: etcdctl member remove)")
+		return "", false, operr.Wrap(operr.Other, err, "etcd does not answer, so this node's member cannot be removed safely", "fix etcd, or pass --allow-etcd-quorum-loss to reset anyway (then remove the member by hand: etcdctl member remove)")
 	}
 	var self uint64
 	var others []string // healthy other voters' client URLs
 	voters, healthyOthers := 0, 0
 	for _, m := range list.Members {
-		mine := false
-		for _, u := range m.PeerURLs {
-			if u == peerURL {
-				self, mine = m.ID, true
-			}
+		mine := (peerURL != "" && slices.Contains(m.PeerURLs, firstURL(peerURL))) || (peerURL == "" && m.Name == name)
+		if mine {
+			self = m.ID
 		}
 		if m.IsLearner {
 			continue
@@ -96,13 +107,13 @@ func removeEtcdMember(ctx context.Context, e *Env, manifest []byte, force bool, 
 		return "", true, nil
 	}
 	remaining := voters - 1
-	if remaining == 0 && !force {
-		return "", false, operr.New(operr.Preflight, "this node holds the last etcd member: removing it destroys the cluster's data", "pass --force if that is what you want")
+	if remaining == 0 && !allowQuorumLoss {
+		return "", false, operr.New(operr.Preflight, "this node holds the last etcd member: removing it destroys the cluster's data", "pass --allow-etcd-quorum-loss if that is what you want")
 	}
-	if remaining > 0 && healthyOthers < remaining/2+1 && !force {
+	if remaining > 0 && healthyOthers < remaining/2+1 && !allowQuorumLoss {
 		return "", false, operr.Newf(operr.Preflight,
 			"removing this etcd member would leave %d voting member(s) of which only %d are healthy: etcd would lose quorum", remaining, healthyOthers).
-			WithHint("bring the other control planes' etcd back first, or pass --force")
+			WithHint("bring the other control planes' etcd back first, or pass --allow-etcd-quorum-loss")
 	}
 	// Ask the other members: the member being removed stops serving the moment the removal
 	// is applied, so its own answer may be "server stopped" for a removal that happened.
@@ -118,8 +129,14 @@ func removeEtcdMember(ctx context.Context, e *Env, manifest []byte, force bool, 
 	if err := etcd.RemoveMember(rctx, rcli, self, e.Clock); err != nil && !memberGone(ctx, rcli, self) {
 		return "", false, operr.Wrap(operr.Other, err, fmt.Sprintf("remove etcd member %x", self), "")
 	}
-	e.Logf("remove-etcd-member", "removed etcd member %x (%s)", self, peerURL)
+	e.Logf("remove-etcd-member", "removed etcd member %x (%s %s)", self, name, peerURL)
 	return fmt.Sprintf("%x", self), true, nil
+}
+
+// firstURL is the first of a comma-separated URL list, as etcd flags hold them.
+func firstURL(list string) string {
+	u, _, _ := strings.Cut(list, ",")
+	return strings.TrimSpace(u)
 }
 
 // etcdCertificatesDir is the certificates directory the etcd manifest uses

@@ -31,7 +31,7 @@ func TestResetControlPlaneQuorum(t *testing.T) {
 		if c.etcd.member("https://10.0.0.12:2380") == nil || !c.env.Exists("/var/lib/etcd/member/snap/db") || !c.env.Exists("/etc/kubernetes/manifests/etcd.yaml") {
 			t.Error("a refused reset removed the member, its data or its manifest")
 		}
-		rep, err := Reset(context.Background(), c.env, ResetOptions{Force: true}, nil)
+		rep, err := Reset(context.Background(), c.env, ResetOptions{AllowEtcdQuorumLoss: true}, nil)
 		if err != nil || rep.EtcdMemberRemoved == "" || c.etcd.member("https://10.0.0.12:2380") != nil {
 			t.Fatalf("--force: %+v %v", rep, err)
 		}

@@ -4,54 +4,80 @@ import (
 	"context"
 	"os"
 	"path"
-	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 
 	"kjoin.dev/kjoin/operr"
 )
 
-// kubeadmFiles are the files and directories kubeadm join writes, removed for nodes joined
-// without a journal (by kubeadm).
+// kubeadmFiles are the exact files kubeadm join writes, removed for nodes joined without a
+// journal (by kubeadm): never another static pod, another file in pki/ or a whole directory.
 var kubeadmFiles = []string{
-	AdminKubeconfig, "/etc/kubernetes/super-admin.conf", KubeletKubeconfig, BootstrapKubeconfig,
+	AdminKubeconfig, KubeletKubeconfig, BootstrapKubeconfig,
 	"/etc/kubernetes/controller-manager.conf", "/etc/kubernetes/scheduler.conf",
 	path.Join(ManifestsDir, "etcd.yaml"), path.Join(ManifestsDir, "kube-apiserver.yaml"),
 	path.Join(ManifestsDir, "kube-controller-manager.yaml"), path.Join(ManifestsDir, "kube-scheduler.yaml"),
-	PKIDir, KubeletConfigPath, KubeletInstancePath, KubeletFlagsPath, KubeletPKIDir,
+	CACertPath, PKIDir + "/ca.key", PKIDir + "/sa.key", PKIDir + "/sa.pub",
+	PKIDir + "/front-proxy-ca.crt", PKIDir + "/front-proxy-ca.key", PKIDir + "/front-proxy-client.crt", PKIDir + "/front-proxy-client.key",
+	PKIDir + "/apiserver.crt", PKIDir + "/apiserver.key", PKIDir + "/apiserver-kubelet-client.crt", PKIDir + "/apiserver-kubelet-client.key",
+	PKIDir + "/apiserver-etcd-client.crt", PKIDir + "/apiserver-etcd-client.key",
+	PKIDir + "/etcd/ca.crt", PKIDir + "/etcd/ca.key", PKIDir + "/etcd/server.crt", PKIDir + "/etcd/server.key",
+	PKIDir + "/etcd/peer.crt", PKIDir + "/etcd/peer.key", PKIDir + "/etcd/healthcheck-client.crt", PKIDir + "/etcd/healthcheck-client.key",
+	KubeletConfigPath, KubeletInstancePath, KubeletFlagsPath, KubeletClientCurrent,
 }
 
-// ResetFiles removes exactly what the join wrote (the journal's files, or kubeadm's list for
-// nodes kubeadm joined), confined to the join's directories, then the journal. The etcd data
-// directory is emptied (it may be a mount point) only when s.Reset.EtcdDataMayGo.
+// kubeletClientPEM matches the kubelet's client certificate files (kubelet-client-<timestamp>.pem):
+// the join's first one and those the kubelet rotated from it.
+var kubeletClientPEM = regexp.MustCompile(`^kubelet-client-\d{4}-\d{2}-\d{2}-\d{2}-\d{2}-\d{2}\.pem$`)
+
+// ResetFiles removes exactly what the join wrote: the journal's files (and the kubelet's
+// rotations of the client certificate the join installed), or kubeadm's exact file list for
+// nodes kubeadm joined, confined to the join's directories, then the journal. Of the etcd
+// data directory only the member's data (member/) goes, and only when s.Reset.EtcdDataMayGo.
 //
-//	Reads:  s.Journal, s.Reset (EtcdManifest, EtcdDataMayGo)
+//	Reads:  s.Journal, s.Reset (Journaled, EtcdManifest, EtcdDataMayGo)
 //	Writes: s.Reset.Report.RemovedFiles; removes host files and the journal
 var ResetFiles = Phase{Name: "remove-files", Short: "Remove the files the join wrote, then the journal", Run: runResetFiles}
 
+// resetTargets are the files reset removes for this node, before confinement.
+func resetTargets(e *Env, s *State) []string {
+	j := s.Journal
+	targets := slices.Clone(kubeadmFiles)
+	if s.Reset.Journaled {
+		targets = slices.Clone(j.Files)
+		if j.PendingKey == pendingKeyPath {
+			targets = append(targets, j.PendingKey)
+		}
+	}
+	entries, _ := os.ReadDir(e.Paths.Of(KubeletPKIDir))
+	for _, en := range entries {
+		if kubeletClientPEM.MatchString(en.Name()) && en.Type().IsRegular() {
+			targets = append(targets, path.Join(KubeletPKIDir, en.Name()))
+		}
+	}
+	return targets
+}
+
 func runResetFiles(_ context.Context, e *Env, s *State) error {
-	r, j := s.Reset.Report, s.Journal
+	r := s.Reset.Report
 	warn := func(format string, a ...any) { s.Warn(e, "remove-files", format, a...) }
-	targets := append(append([]string{}, j.Files...), kubeadmFiles...)
-	if j.PendingKey != "" {
-		targets = append(targets, j.PendingKey)
-	}
-	clients, _ := filepath.Glob(e.Paths.Of(path.Join(KubeletPKIDir, "kubelet-client-*.pem")))
-	for _, c := range clients {
-		targets = append(targets, path.Join(KubeletPKIDir, filepath.Base(c)))
-	}
+	targets := resetTargets(e, s)
 	allowed := []string{KubernetesDir, KubeletDir, path.Dir(JournalPath)}
-	if dir := etcdDataDir(s.Reset.EtcdManifest); dir != "" && path.IsAbs(dir) && path.Clean(dir) != "/" {
-		// The data directory may be a mount point: empty it, keep it (as kubeadm does).
-		dir = path.Clean(dir)
-		allowed = append(allowed, dir)
-		if s.Reset.EtcdDataMayGo {
-			entries, _ := os.ReadDir(e.Paths.Of(dir))
-			for _, en := range entries {
-				targets = append(targets, path.Join(dir, en.Name()))
+	if dir := etcdDataDir(s.Reset.EtcdManifest); dir != "" {
+		if err := checkEtcdDataDir(e, dir); err != nil {
+			warn("not touching the etcd data directory: %v", err)
+		} else {
+			dir = path.Clean(dir)
+			allowed = append(allowed, dir)
+			member := path.Join(dir, etcdMemberData)
+			switch {
+			case !e.Exists(member):
+			case s.Reset.EtcdDataMayGo:
+				targets = append(targets, member)
+			default:
+				warn("kept the etcd data in %s: this node's member may still be in the cluster (remove it with etcdctl member remove, then delete the data, or use --allow-etcd-quorum-loss)", member)
 			}
-		} else if entries, _ := os.ReadDir(e.Paths.Of(dir)); len(entries) > 0 {
-			warn("kept the etcd data in %s: this node's member may still be in the cluster (remove it with etcdctl member remove, then delete the data, or use --force)", dir)
 		}
 	}
 	sort.Strings(targets)

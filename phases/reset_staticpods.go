@@ -4,32 +4,40 @@ import (
 	"context"
 	"os"
 	"path"
-	"path/filepath"
+	"strings"
 	"time"
 )
 
-// ResetStaticPods removes the static pod manifests (while the kubelet still runs, so it stops
-// them) and waits until their ports are free.
+// ResetStaticPods removes the join's static pod manifests (while the kubelet still runs, so
+// it stops them) and waits until their ports are free: those the journal lists, or kubeadm's
+// four on a node kubeadm joined, never another static pod (an operator's kube-vip.yaml).
 //
-//	Reads:  s.Reset.APIServerPort; /etc/kubernetes/manifests
+//	Reads:  s.Journal, s.Reset (Journaled, APIServerPort); /etc/kubernetes/manifests
 //	Writes: s.Reset.Report.RemovedFiles
-var ResetStaticPods = Phase{Name: "remove-static-pods", Short: "Remove the static pod manifests and wait for their ports", Run: runResetStaticPods}
+var ResetStaticPods = Phase{Name: "remove-static-pods", Short: "Remove the join's static pod manifests and wait for their ports", Run: runResetStaticPods}
 
 func runResetStaticPods(ctx context.Context, e *Env, s *State) error {
 	r := s.Reset.Report
-	manifests, _ := filepath.Glob(e.Paths.Of(path.Join(ManifestsDir, "*.yaml")))
-	for _, m := range manifests {
-		hostPath, err := confined(e, path.Join(ManifestsDir, filepath.Base(m)), []string{ManifestsDir})
-		if err != nil {
-			s.Warn(e, "remove-static-pods", "not removing %s: %v", m, err)
+	removed := 0
+	for _, t := range resetTargets(e, s) {
+		if path.Dir(path.Clean(t)) != ManifestsDir || !strings.HasSuffix(t, ".yaml") {
 			continue
 		}
-		if err := os.Remove(m); err == nil {
+		hostPath, err := confined(e, t, []string{ManifestsDir})
+		if err != nil {
+			s.Warn(e, "remove-static-pods", "not removing %s: %v", t, err)
+			continue
+		}
+		if st, err := os.Lstat(e.Paths.Of(hostPath)); err != nil || !st.Mode().IsRegular() {
+			continue
+		}
+		if err := os.Remove(e.Paths.Of(hostPath)); err == nil {
 			r.RemovedFiles = append(r.RemovedFiles, hostPath)
 			s.MarkChanged()
+			removed++
 		}
 	}
-	if len(manifests) > 0 {
+	if removed > 0 {
 		waitPortsFree(ctx, e, []int{s.Reset.APIServerPort, 2379, 2380, 10257, 10259}, 60*time.Second)
 	}
 	return nil

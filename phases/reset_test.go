@@ -109,7 +109,7 @@ func TestResetKeepsEtcdDataWhileMemberMayRemain(t *testing.T) {
 	if !e.Exists("/var/lib/etcd/member/snap/db") || !e.Exists("/etc/kubernetes/manifests/etcd.yaml") {
 		t.Fatal("a refused reset removed etcd data or the manifest")
 	}
-	rep, err := Reset(context.Background(), e, ResetOptions{Force: true}, nil)
+	rep, err := Reset(context.Background(), e, ResetOptions{AllowEtcdQuorumLoss: true}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -83,7 +83,7 @@ func Run(ctx context.Context, e *Env, s *State, workflow []Phase, o RunOptions) 
 	if s.Journal == nil && !s.Opts.DryRun {
 		j, err := LoadJournal(e)
 		if err != nil {
-			return nil, operr.Wrap(operr.Other, err, "cannot read the join journal "+JournalPath, "remove it (kjoin reset) if it is corrupt")
+			return nil, journalError(err)
 		}
 		s.Journal = j
 	}

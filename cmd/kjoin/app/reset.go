@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"strings"
@@ -14,6 +15,8 @@ import (
 // ResetOptions are the flags of kjoin reset.
 type ResetOptions struct {
 	phases.ResetOptions
+	// Force skips the confirmation question (as kubeadm's -f/--force); nothing else.
+	Force      bool
 	SkipPhases []string
 	Output     string
 	Root       string
@@ -28,15 +31,21 @@ func NewCmdReset(deps *Deps) *cobra.Command {
 		Short: "Undo a join on this node (kjoin's or kubeadm's): etcd member, static pods, kubelet, files",
 		Long: `Undo what a join did on this node, as a workflow of phases (` + joinNames(phases.ResetWorkflow) + `).
 A control plane first removes its own etcd member (refused, with the reason, when that would
-cost etcd its quorum; --force overrides) and its static pods; then the kubelet is stopped, the
-Node is marked not ready and the files the join wrote are removed: those in the join journal,
-or kubeadm's list on nodes kubeadm joined, never outside the join's directories.
---delete-node also deletes the Node object with admin credentials. Running it again does nothing.`,
+cost etcd its quorum; --allow-etcd-quorum-loss overrides) and its static pods; then the kubelet
+is stopped, the Node is marked not ready and the files the join wrote are removed: those in the
+join journal, or kubeadm's exact file list on nodes kubeadm joined, never outside the join's
+directories. --delete-node also deletes the Node object with admin credentials. On a terminal it
+asks for confirmation first, as kubeadm reset does; -f/--force skips the question (and only that).
+Running it again does nothing.`,
+		Example: `  kjoin reset                          # asks first on a terminal
+  kjoin reset -f -o json               # from automation
+  kjoin reset --allow-etcd-quorum-loss # a control plane whose etcd peers are gone for good`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runReset(cmd.Context(), deps, o) },
 	}
 	f := cmd.Flags()
-	f.BoolVar(&o.Force, "force", false, "remove the etcd member even if etcd then loses quorum")
+	f.BoolVarP(&o.Force, "force", "f", false, "do not ask for confirmation (as kubeadm reset -f)")
+	f.BoolVar(&o.AllowEtcdQuorumLoss, "allow-etcd-quorum-loss", false, "remove this node's etcd member (and let its data go) even if etcd then loses quorum or its last member")
 	f.BoolVar(&o.DeleteNode, "delete-node", false, "also delete the Node object (admin credentials)")
 	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "admin kubeconfig for --delete-node (default /etc/kubernetes/admin.conf)")
 	f.StringSliceVar(&o.SkipPhases, "skip-phases", nil, "reset phases to skip ("+joinNames(phases.ResetWorkflow)+")")
@@ -49,6 +58,9 @@ or kubeadm's list on nodes kubeadm joined, never outside the join's directories.
 
 func runReset(ctx context.Context, deps *Deps, o *ResetOptions) error {
 	if err := checkOutput(o.Output, "text", "json"); err != nil {
+		return err
+	}
+	if err := confirmReset(deps, o); err != nil {
 		return err
 	}
 	env := deps.NewEnv(o.Root, o.Verbosity)
@@ -78,6 +90,19 @@ func runReset(ctx context.Context, deps *Deps, o *ResetOptions) error {
 	}
 	_, err = fmt.Fprintf(deps.Out, "Node %q (%s) reset: %d files removed.\n", rep.Node, rep.Role, len(rep.RemovedFiles))
 	return err
+}
+
+// confirmReset asks on a terminal, as kubeadm reset does, unless --force.
+func confirmReset(deps *Deps, o *ResetOptions) error {
+	if o.Force || deps.InIsTerminal == nil || !deps.InIsTerminal() {
+		return nil
+	}
+	fmt.Fprint(deps.Err, "[reset] This node leaves the cluster: its etcd member, static pods, kubelet and the files the join wrote are removed.\n[reset] Are you sure you want to proceed? [y/N]: ")
+	answer, _ := bufio.NewReader(deps.In).ReadString('\n')
+	if a := strings.ToLower(strings.TrimSpace(answer)); a == "y" || a == "yes" {
+		return nil
+	}
+	return operr.New(operr.Other, "reset aborted: not confirmed", "answer y, or pass -f/--force to skip the question")
 }
 
 func joinNames(workflow []phases.Phase) string { return strings.Join(phases.Names(workflow), ", ") }

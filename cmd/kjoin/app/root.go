@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
@@ -41,6 +42,8 @@ type Deps struct {
 	Getenv func(string) string
 	// NewEnv builds the phases' environment for a host root.
 	NewEnv func(root string, verbosity int) *phases.Env
+	// InIsTerminal reports whether In is a terminal (reset then asks for confirmation).
+	InIsTerminal func() bool
 }
 
 // Main runs kjoin with the process's arguments and returns the exit code.
@@ -48,9 +51,10 @@ func Main() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	deps := &Deps{
-		Streams: Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr},
-		Getenv:  takeSecretEnv(),
-		NewEnv:  func(root string, v int) *phases.Env { return HostEnv(root, v, os.Stderr) },
+		Streams:      Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr},
+		Getenv:       takeSecretEnv(),
+		NewEnv:       func(root string, v int) *phases.Env { return HostEnv(root, v, os.Stderr) },
+		InIsTerminal: func() bool { return term.IsTerminal(int(os.Stdin.Fd())) },
 	}
 	return Run(ctx, deps, os.Args[1:])
 }
