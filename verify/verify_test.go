@@ -93,7 +93,9 @@ func (f *fakeEtcd) Status(_ context.Context, ep string) (*clientv3.StatusRespons
 	}
 	return &clientv3.StatusResponse{}, nil
 }
-func (f *fakeEtcd) RevokeLockLease(context.Context, int64) (bool, error) { return false, errors.New("read only") }
+func (f *fakeEtcd) RevokeLockLease(context.Context, int64) (bool, error) {
+	return false, errors.New("read only")
+}
 
 func (f *fakeEtcd) NewLock(context.Context, int) (etcd.Locker, error) {
 	return nil, errors.New("read only")
