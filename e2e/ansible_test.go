@@ -20,6 +20,10 @@ import (
 
 var recapRE = regexp.MustCompile(`(?m)^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)`)
 
+// hexRunRE finds runs of hex digits: one of 64 not after "sha256:" (a CA pin) has a
+// certificate key's shape.
+var hexRunRE = regexp.MustCompile(`[0-9a-fA-F]+`)
+
 type recap struct{ ok, changed, failed string }
 
 // runPlaybook runs examples/ansible/site.yml against lab hosts and returns the recap per host.
@@ -29,7 +33,8 @@ func runPlaybook(t *testing.T, c *framework.Cluster, inventory string) map[strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("ansible-playbook", "-i", inventory, playbook)
+	// -vvv prints every task's arguments and environment: the secrets must not be among them.
+	cmd := exec.Command("ansible-playbook", "-vvv", "-i", inventory, playbook)
 	cmd.Env = append(os.Environ(), "ANSIBLE_NOCOLOR=1", "ANSIBLE_STDOUT_CALLBACK=default", "ANSIBLE_LOCAL_TEMP="+t.TempDir())
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
@@ -39,6 +44,11 @@ func runPlaybook(t *testing.T, c *framework.Cluster, inventory string) map[strin
 	}
 	if strings.Contains(string(out), strings.Split(lab.Token, ".")[1]) {
 		t.Error("the token secret appears in Ansible's output")
+	}
+	for _, ix := range hexRunRE.FindAllStringIndex(string(out), -1) {
+		if ix[1]-ix[0] == 64 && !strings.HasSuffix(string(out[:ix[0]]), "sha256:") {
+			t.Errorf("something shaped like a certificate key (64 hex digits) appears in Ansible's -vvv output: %s…", out[ix[0]:ix[0]+8])
+		}
 	}
 	res := map[string]recap{}
 	for _, m := range recapRE.FindAllStringSubmatch(string(out), -1) {

@@ -28,6 +28,15 @@ type joinInfo struct {
 	Command        string   `json:"command"`
 }
 
+// kubeadmJoinArgs is kubeadm's join command line for a token's join info.
+func kubeadmJoinArgs(ji joinInfo) []string {
+	args := []string{"kubeadm", "join", ji.Endpoint, "--token", ji.Token}
+	for _, h := range ji.CACertHashes {
+		args = append(args, "--discovery-token-ca-cert-hash", h)
+	}
+	return args
+}
+
 func tokenCreate(t *testing.T, c *framework.Cluster, args ...string) joinInfo {
 	t.Helper()
 	r := c.MustRun(t, "cp1", append([]string{"kjoin", "token", "create", "--print-join-command", "-o", "json"}, args...)...)
@@ -49,14 +58,16 @@ func TestTokensInteroperate(t *testing.T) {
 
 	t.Run("kjoin token, kubeadm join", func(t *testing.T) {
 		c.Host(t, "w1")
-		args := strings.Fields(strings.Replace(ji.Command, "kjoin join", "kubeadm join", 1))
-		c.MustRun(t, "w1", append(args, "--ignore-preflight-errors=all")...)
+		c.MustRun(t, "w1", append(kubeadmJoinArgs(ji), "--ignore-preflight-errors=all")...)
 		c.WaitNodeCondition(t, "w1", corev1.NodeReady, corev1.ConditionTrue, time.Minute)
 	})
 	t.Run("kjoin token, kjoin join", func(t *testing.T) {
 		c.Host(t, "w2")
-		writeToken(t, c, "w2", ji.Token)
-		c.MustRun(t, "w2", "kjoin", "join", ji.Endpoint, "--token-file", "/run/lab/token", "--discovery-token-ca-cert-hash", ji.CACertHashes[0])
+		// The printed command itself, as an operator pastes it into a shell.
+		if strings.Contains(ji.Command, "--token "+ji.Token) {
+			t.Fatalf("the printed kjoin command passes the token as a flag: %s", ji.Command)
+		}
+		c.MustRun(t, "w2", "sh", "-c", ji.Command)
 		c.WaitNodeCondition(t, "w2", corev1.NodeReady, corev1.ConditionTrue, time.Minute)
 	})
 	t.Run("kubeadm token, kjoin join", func(t *testing.T) {
@@ -94,11 +105,10 @@ func TestTokensInteroperate(t *testing.T) {
 func TestOneStepControlPlaneJoinCommand(t *testing.T) {
 	c := framework.Get(t)
 	ji := tokenCreate(t, c, "--control-plane")
-	if len(ji.CertificateKey) != 64 || !strings.Contains(ji.Command, "--control-plane --certificate-key "+ji.CertificateKey) {
-		t.Fatalf("no control-plane command: %+v", ji)
+	if len(ji.CertificateKey) != 64 || !strings.Contains(ji.Command, "--control-plane --certificate-key-file -") || strings.Contains(ji.Command, "--certificate-key "+ji.CertificateKey) {
+		t.Fatalf("no control-plane command reading its key from stdin: %+v", ji)
 	}
 	c.Host(t, "cp2")
-	writeToken(t, c, "cp2", ji.Token)
 	// kubeadm-style patches for two static pods, to prove --patches reaches them.
 	patchDir := c.HostPath("cp2", "/run/lab/patches")
 	if err := os.MkdirAll(patchDir, 0o755); err != nil {
@@ -112,8 +122,8 @@ func TestOneStepControlPlaneJoinCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c.MustRun(t, "cp2", "kjoin", "join", ji.Endpoint, "--token-file", "/run/lab/token", "--discovery-token-ca-cert-hash", ji.CACertHashes[0],
-		"--control-plane", "--certificate-key", ji.CertificateKey, "--apiserver-advertise-address", c.Hosts["cp2"].IP, "--patches", "/run/lab/patches")
+	// The printed command itself, run by a shell, with the node's own flags appended.
+	c.MustRun(t, "cp2", "sh", "-c", ji.Command+" --apiserver-advertise-address "+c.Hosts["cp2"].IP+" --patches /run/lab/patches")
 	assertEtcdVoters(t, c, 2)
 	for _, component := range []string{"etcd", "kube-apiserver"} {
 		err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -126,8 +136,7 @@ func TestOneStepControlPlaneJoinCommand(t *testing.T) {
 	}
 
 	c.Host(t, "cp3")
-	args := strings.Fields(strings.Replace(ji.Command, "kjoin join", "kubeadm join", 1))
-	c.MustRun(t, "cp3", append(args, "--apiserver-advertise-address", c.Hosts["cp3"].IP, "--ignore-preflight-errors=all")...)
+	c.MustRun(t, "cp3", append(kubeadmJoinArgs(ji), "--control-plane", "--certificate-key", ji.CertificateKey, "--apiserver-advertise-address", c.Hosts["cp3"].IP, "--ignore-preflight-errors=all")...)
 	assertEtcdVoters(t, c, 3)
 	c.WaitNodeCondition(t, "cp3", corev1.NodeReady, corev1.ConditionTrue, 2*time.Minute)
 	c.WaitNodeCondition(t, "cp2", corev1.NodeReady, corev1.ConditionTrue, time.Minute)

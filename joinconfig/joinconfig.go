@@ -7,6 +7,7 @@
 package joinconfig
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -43,11 +44,14 @@ type Flags struct {
 	DryRun                   bool
 	ControlPlane             bool
 	CertificateKey           string
-	AdvertiseAddress         string
-	BindPort                 int
-	Patches                  string
-	Output                   string
-	Verbosity                int
+	// CertificateKeyFile holds the certificate key ('-': standard input, the line after the
+	// token when --token-file is '-' too).
+	CertificateKeyFile string
+	AdvertiseAddress   string
+	BindPort           int
+	Patches            string
+	Output             string
+	Verbosity          int
 	// Wait is what the join waits for at the end: "ready"/"true" (the Node Ready, default),
 	// "kubelet" (the kubelet's /healthz, holding its client certificate: what kubeadm waits
 	// for) or "none"/"false".
@@ -81,7 +85,7 @@ const (
 // kjoin's output, wait and secret-source flags).
 var configMixAllowed = map[string]bool{
 	"config": true, "ignore-preflight-errors": true, "dry-run": true, "node-name": true, "skip-phases": true,
-	"v": true, "output": true, "wait": true, "wait-ready": true, "wait-ready-timeout": true, "token-file": true, "root": true,
+	"v": true, "output": true, "wait": true, "wait-ready": true, "wait-ready-timeout": true, "token-file": true, "certificate-key-file": true, "root": true,
 }
 
 // value is one raw input and where it came from ("--flag", or a config field), for messages.
@@ -143,10 +147,16 @@ func (v *validator) fromFlags(f Flags, src Sources, po *phases.Options) *input {
 		controlPlane: f.ControlPlane, dryRun: f.DryRun, skip: value[[]string]{f.SkipPhases, "--skip-phases"}, ignore: f.IgnorePreflightErrors,
 	}
 	in.secret = v.readSecret(f, src)
+	if f.CertificateKeyFile != "" {
+		if f.CertificateKey != "" {
+			v.bad("--certificate-key", "(hidden)", "not together with --certificate-key-file: give the key one way")
+		}
+		in.certKey = v.readCertificateKeyFile(f, src)
+	}
 	if f.ControlPlane && in.certKey.V == "" && src.Getenv != nil {
 		in.certKey = value[string]{strings.TrimSpace(src.Getenv(CertificateKeyEnv)), CertificateKeyEnv}
 	}
-	if !f.ControlPlane && f.ConfigPath == "" && (f.CertificateKey != "" || f.AdvertiseAddress != "" || f.Changed("apiserver-bind-port")) {
+	if !f.ControlPlane && f.ConfigPath == "" && (f.CertificateKey != "" || f.CertificateKeyFile != "" || f.AdvertiseAddress != "" || f.Changed("apiserver-bind-port")) {
 		v.warn("--control-plane is also required when passing control-plane flags such as --certificate-key, --apiserver-advertise-address, --apiserver-bind-port; they are ignored")
 	}
 	po.BindPort = f.BindPort
@@ -161,11 +171,11 @@ func (v *validator) readSecret(f Flags, src Sources) value[string] {
 	case f.Token != "":
 		return value[string]{f.Token, "--token"}
 	case f.TokenFile == "-":
-		b, err := io.ReadAll(io.LimitReader(src.Stdin, 4096))
+		lines, err := v.stdin(src)
 		if err != nil {
 			v.bad("--token-file", "-", "a token on standard input: "+err.Error())
 		}
-		return value[string]{strings.TrimSpace(string(b)), "--token-file - (stdin)"}
+		return value[string]{first(lines, 0), "--token-file - (stdin)"}
 	case f.TokenFile != "":
 		st, err := os.Stat(f.TokenFile)
 		if err == nil && st.Mode().Perm()&0o077 != 0 {
@@ -181,6 +191,61 @@ func (v *validator) readSecret(f Flags, src Sources) value[string] {
 		return value[string]{strings.TrimSpace(src.Getenv(TokenEnv)), TokenEnv}
 	}
 	return value[string]{}
+}
+
+// readCertificateKeyFile reads --certificate-key-file: a file (warned about when others may
+// read it) or '-', standard input (its second line when the token comes first from there).
+func (v *validator) readCertificateKeyFile(f Flags, src Sources) value[string] {
+	if f.CertificateKeyFile == "-" {
+		lines, err := v.stdin(src)
+		if err != nil {
+			v.bad("--certificate-key-file", "-", "a certificate key on standard input: "+err.Error())
+		}
+		if f.TokenFile == "-" {
+			return value[string]{first(lines, 1), "--certificate-key-file - (stdin, after the token)"}
+		}
+		return value[string]{first(lines, 0), "--certificate-key-file - (stdin)"}
+	}
+	st, err := os.Stat(f.CertificateKeyFile)
+	if err == nil && st.Mode().Perm()&0o077 != 0 {
+		v.warn(fmt.Sprintf("--certificate-key-file %s is readable by other users (mode %04o): chmod 600 it", f.CertificateKeyFile, st.Mode().Perm()))
+	}
+	b, err := os.ReadFile(f.CertificateKeyFile)
+	if err != nil {
+		v.bad("--certificate-key-file", f.CertificateKeyFile, "a readable file holding the certificate key: "+err.Error())
+	}
+	return value[string]{strings.TrimSpace(string(b)), "--certificate-key-file " + f.CertificateKeyFile}
+}
+
+// stdin reads standard input once and splits it into its non-empty lines (secrets read
+// with '-': the token first, then the certificate key).
+func (v *validator) stdin(src Sources) ([]string, error) {
+	if v.stdinRead {
+		return v.stdinLines, v.stdinErr
+	}
+	v.stdinRead = true
+	if src.Stdin == nil {
+		v.stdinErr = errors.New("no standard input")
+		return nil, v.stdinErr
+	}
+	b, err := io.ReadAll(io.LimitReader(src.Stdin, 8192))
+	if err != nil {
+		v.stdinErr = err
+		return nil, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			v.stdinLines = append(v.stdinLines, l)
+		}
+	}
+	return v.stdinLines, nil
+}
+
+func first(lines []string, i int) string {
+	if i < len(lines) {
+		return lines[i]
+	}
+	return ""
 }
 
 // fromConfig replaces the flag values with the JoinConfiguration's, following kubeadm's
@@ -243,6 +308,12 @@ func (v *validator) fromConfig(f Flags, in *input, po *phases.Options) *input {
 	out.bindPort = value[int]{6443, from("controlPlane.localAPIEndpoint.bindPort")}
 	if cp := jc.ControlPlane; cp != nil {
 		out.certKey = value[string]{cp.CertificateKey, from("controlPlane.certificateKey")}
+		if f.CertificateKeyFile != "" {
+			if cp.CertificateKey != "" {
+				v.bad("--certificate-key-file", f.CertificateKeyFile, "not together with controlPlane.certificateKey in --config: give the key one way")
+			}
+			out.certKey = in.certKey
+		}
 		out.advertise = value[string]{cp.LocalAPIEndpoint.AdvertiseAddress, from("controlPlane.localAPIEndpoint.advertiseAddress")}
 		if cp.LocalAPIEndpoint.BindPort != 0 {
 			out.bindPort.V = cp.LocalAPIEndpoint.BindPort
@@ -477,6 +548,10 @@ func redactToken(s string) string {
 type validator struct {
 	problems []string
 	warnings []string
+	// standard input, read once for every secret given as '-'
+	stdinRead  bool
+	stdinLines []string
+	stdinErr   error
 }
 
 func (v *validator) bad(from, value, want string) {

@@ -27,8 +27,9 @@ node's key here, sends a CertificateSigningRequest and installs the signed certi
 the kubelet. --discovery-token-unsafe-skip-ca-verification drops the pin check, so anyone who
 knows the token could impersonate the control plane: avoid it.
 
-Keep tokens off the command line: --token-file PATH, --token-file - (stdin) or KJOIN_TOKEN;
-the certificate key can come from KJOIN_CERTIFICATE_KEY.`
+Keep secrets off the command line: --token-file PATH, --token-file - (stdin) or KJOIN_TOKEN;
+--certificate-key-file PATH, --certificate-key-file - (stdin) or KJOIN_CERTIFICATE_KEY. With
+both read from stdin, the token is its first line and the certificate key its second.`
 
 // JoinOptions are the flag values of kjoin join.
 type JoinOptions struct {
@@ -93,7 +94,8 @@ func bindJoinFlags(f *pflag.FlagSet, o *JoinOptions) {
 	f.StringSliceVar(&o.SkipPhases, "skip-phases", nil, "phases to skip")
 	f.BoolVar(&o.DryRun, "dry-run", false, "discover (read-only) and print what would be written; change nothing")
 	f.BoolVar(&o.ControlPlane, "control-plane", false, "join as a control-plane node")
-	f.StringVar(&o.CertificateKey, "certificate-key", "", "key to decrypt the control-plane certificates uploaded with upload-certs")
+	f.StringVar(&o.CertificateKey, "certificate-key", "", "key to decrypt the control-plane certificates uploaded with upload-certs (prefer --certificate-key-file or KJOIN_CERTIFICATE_KEY)")
+	f.StringVar(&o.CertificateKeyFile, "certificate-key-file", "", "read the certificate key from this file ('-' for stdin: the line after the token when --token-file is '-' too)")
 	f.StringVar(&o.AdvertiseAddress, "apiserver-advertise-address", "", "address this control-plane node's API server advertises")
 	f.IntVar(&o.BindPort, "apiserver-bind-port", 6443, "port this control-plane node's API server binds")
 	f.StringVar(&o.Patches, "patches", "", "directory of kubeadm-style patches (kubeletconfiguration, etcd, kube-apiserver, ...)")

@@ -129,6 +129,25 @@ func runTokenCreate(ctx context.Context, deps *Deps, o *TokenCreateOptions) erro
 		return err
 	}
 	now := time.Now()
+	// Everything the answer needs is gathered before the token exists, so a failure leaves
+	// no token behind: the endpoint and pins, and for --control-plane the uploaded certificates.
+	var ji *JoinInfo
+	if o.PrintJoinCommand || o.ControlPlane {
+		if ji, err = joinInfo(ctx, ac, o.ControlPlane); err != nil {
+			return err
+		}
+	}
+	if o.ControlPlane {
+		key, err := certs.NewCertificateKey()
+		if err != nil {
+			return err
+		}
+		exp, err := uploadCerts(ctx, ac, &o.AdminOptions, key, now)
+		if err != nil {
+			return fmt.Errorf("no token was created: %w", err)
+		}
+		ji.CertificateKey, ji.CertificateKeyExpires = key, &exp
+	}
 	info, err := token.Create(ctx, ac.client, spec, now)
 	if apierrors.IsAlreadyExists(err) {
 		return operr.Newf(operr.Usage, "a token with id %q already exists", spec.Token.ID).
@@ -140,7 +159,7 @@ func runTokenCreate(ctx context.Context, deps *Deps, o *TokenCreateOptions) erro
 	for _, w := range missingBootstrapRBAC(ctx, ac.client) {
 		warn("%s", w)
 	}
-	if !o.PrintJoinCommand && !o.ControlPlane {
+	if ji == nil {
 		switch o.Output {
 		case "text":
 			_, err := fmt.Fprintln(deps.Out, spec.Token.Full())
@@ -149,21 +168,7 @@ func runTokenCreate(ctx context.Context, deps *Deps, o *TokenCreateOptions) erro
 			return printObject(deps.Out, o.Output, map[string]any{"token": spec.Token.Full(), "id": info.ID, "expires": info.Expires, "usages": info.Usages, "groups": info.Groups, "warnings": nonNil(warnings)})
 		}
 	}
-	ji, err := joinInfo(ctx, ac, spec.Token, info.Expires, o.ControlPlane)
-	if err != nil {
-		return err
-	}
-	if o.ControlPlane {
-		key, err := certs.NewCertificateKey()
-		if err != nil {
-			return err
-		}
-		exp, err := uploadCerts(ctx, ac, &o.AdminOptions, key, now)
-		if err != nil {
-			return err
-		}
-		ji.CertificateKey, ji.CertificateKeyExpires = key, &exp
-	}
+	ji.Token, ji.Expires = spec.Token.Full(), info.Expires
 	ji.Warnings = nonNil(warnings)
 	ji.Command = joinCommand(o.Format, ji)
 	if o.Output != "text" {
@@ -181,7 +186,7 @@ func runTokenCreate(ctx context.Context, deps *Deps, o *TokenCreateOptions) erro
 }
 
 // joinInfo finds the endpoint (controlPlaneEndpoint, else the kubeconfig's server) and CA pins.
-func joinInfo(ctx context.Context, ac *adminClient, t token.Token, expires *time.Time, controlPlane bool) (*JoinInfo, error) {
+func joinInfo(ctx context.Context, ac *adminClient, controlPlane bool) (*JoinInfo, error) {
 	cfg, err := clusterConfiguration(ctx, ac.client)
 	if err != nil {
 		return nil, err
@@ -209,22 +214,43 @@ func joinInfo(ctx context.Context, ac *adminClient, t token.Token, expires *time
 	for _, c := range caCerts {
 		pins = append(pins, discovery.Pin(c))
 	}
-	return &JoinInfo{Token: t.Full(), Endpoint: endpoint, CACertHashes: pins, Expires: expires}, nil
+	return &JoinInfo{Endpoint: endpoint, CACertHashes: pins}, nil
 }
 
+// joinCommand is the printed join command. kjoin's reads its secrets from standard input,
+// fed by the shell's printf builtin, so no process's command line ever holds them; kubeadm's
+// (--format kubeadm) takes them as flags, as kubeadm token create prints it.
 func joinCommand(format string, ji *JoinInfo) string {
-	tool := "kjoin join"
 	if format == "kubeadm" {
-		tool = "kubeadm join"
+		parts := []string{"kubeadm join", ji.Endpoint, "--token", ji.Token}
+		for _, p := range ji.CACertHashes {
+			parts = append(parts, "--discovery-token-ca-cert-hash", p)
+		}
+		if ji.CertificateKey != "" {
+			parts = append(parts, "--control-plane", "--certificate-key", ji.CertificateKey)
+		}
+		return strings.Join(parts, " ")
 	}
-	parts := []string{tool, ji.Endpoint, "--token", ji.Token}
+	feed := "printf '%s\\n' " + shellQuote(ji.Token)
+	if ji.CertificateKey != "" {
+		feed = "printf '%s\\n%s\\n' " + shellQuote(ji.Token) + " " + shellQuote(ji.CertificateKey)
+	}
+	parts := []string{feed, "|", "kjoin join", shellQuote(ji.Endpoint), "--token-file -"}
 	for _, p := range ji.CACertHashes {
 		parts = append(parts, "--discovery-token-ca-cert-hash", p)
 	}
 	if ji.CertificateKey != "" {
-		parts = append(parts, "--control-plane", "--certificate-key", ji.CertificateKey)
+		parts = append(parts, "--control-plane", "--certificate-key-file -")
 	}
 	return strings.Join(parts, " ")
+}
+
+// shellQuote quotes s for a POSIX shell when it holds anything but safe characters.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.:-_/@%+=,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // clusterConfiguration is the cluster's ClusterConfiguration, nil when it has none.
