@@ -35,6 +35,9 @@ type Journal struct {
 	// EtcdDataDir is the etcd data directory this join found empty: the learner's data in it
 	// is the join's own (removed by a failed join's undo and by reset).
 	EtcdDataDir string `json:"etcdDataDir,omitempty"`
+	// Adopted is set when this journal began on a node already joined to the cluster (by
+	// kubeadm): kubeadm's files are then the join's too, for reset.
+	Adopted bool `json:"adopted,omitempty"`
 }
 
 // LoadJournal reads the journal; a missing journal is empty, not an error. A journal someone

@@ -158,6 +158,10 @@ func checkOwnership(e *Env, s *State) error {
 			WithHint("run kjoin reset on this node to leave the other cluster, then join again")
 	}
 	if len(s.Opts.Pins) > 0 && e.Exists(KubeletKubeconfig) {
+		if j != nil && !s.Own && !j.Adopted {
+			// Joined before this journal began (by kubeadm): reset removes kubeadm's files too.
+			j.Adopted = true
+		}
 		s.Own = true
 	}
 	return nil

@@ -73,7 +73,7 @@ func Reset(ctx context.Context, e *Env, o ResetOptions, skip []string) (*ResetRe
 	rs := &ResetState{Opts: o, Report: r, EtcdDataMayGo: o.AllowEtcdQuorumLoss, APIServerPort: 6443}
 	rs.Journaled = e.Exists(JournalPath)
 	etcdManifest := path.Join(ManifestsDir, "etcd.yaml")
-	if !rs.Journaled || j.Owns(etcdManifest) {
+	if !rs.Journaled || j.Adopted || j.Owns(etcdManifest) {
 		// A journaled join that wrote no etcd manifest made no etcd member: not its to remove.
 		rs.EtcdManifest, _ = e.ReadFile(etcdManifest)
 	}

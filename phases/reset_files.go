@@ -43,9 +43,12 @@ var ResetFiles = Phase{Name: "remove-files", Short: "Remove the files the join w
 // resetTargets are the files reset removes for this node, before confinement.
 func resetTargets(e *Env, s *State) []string {
 	j := s.Journal
-	targets := slices.Clone(kubeadmFiles)
+	var targets []string
+	if !s.Reset.Journaled || j.Adopted {
+		targets = slices.Clone(kubeadmFiles)
+	}
 	if s.Reset.Journaled {
-		targets = slices.Clone(j.Files)
+		targets = append(targets, j.Files...)
 		if j.PendingKey == pendingKeyPath {
 			targets = append(targets, j.PendingKey)
 		}

@@ -370,3 +370,35 @@ func TestWhatKjoinDeletes(t *testing.T) {
 		t.Error("the README does not name the member data reset removes")
 	}
 }
+
+// A node kubeadm joined, on which kjoin join then ran (already joined: nothing written),
+// holds a journal that says so: reset still removes kubeadm's files there.
+func TestResetOfAKubeadmNodeKjoinAdopted(t *testing.T) {
+	t.Parallel()
+	h := newTestHost(t)
+	if _, err := Run(context.Background(), h.env, &State{Opts: h.options(t)}, Join, RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := RemoveJournal(h.env); err != nil { // as if kubeadm had joined it
+		t.Fatal(err)
+	}
+	s := &State{Opts: h.options(t)}
+	if _, err := Run(context.Background(), h.env, s, Join, RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	j, err := LoadJournal(h.env)
+	if err != nil || !j.Adopted {
+		t.Fatalf("journal after re-running on a joined node: %+v %v; want adopted", j, err)
+	}
+	d := decoys{"/etc/kubernetes/manifests/kube-vip.yaml": "operator's", "/etc/kubernetes/pki/extra-ca.crt": "extra"}
+	plant(t, h.env, d)
+	if _, err := Reset(context.Background(), h.env, ResetOptions{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{KubeletKubeconfig, CACertPath, KubeletConfigPath, KubeletClientCurrent} {
+		if h.env.Exists(f) {
+			t.Errorf("reset kept kubeadm's %s", f)
+		}
+	}
+	d.assertIntact(t, h.env)
+}
