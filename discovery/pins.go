@@ -88,9 +88,14 @@ func Pool(certs []*x509.Certificate) *x509.CertPool {
 }
 
 // PinsOf returns the pins of every certificate, joined for messages.
+// At most five are named: the bundle may come from an unauthenticated answer.
 func PinsOf(certs []*x509.Certificate) string {
 	var s []string
-	for _, c := range certs {
+	for i, c := range certs {
+		if i == 5 {
+			s = append(s, fmt.Sprintf("and %d more", len(certs)-5))
+			break
+		}
 		s = append(s, Pin(c))
 	}
 	return strings.Join(s, ", ")

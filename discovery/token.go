@@ -119,7 +119,8 @@ func Token(ctx context.Context, req Request) (*Result, error) {
 		return res, nil
 	}
 	req.Logf("CA %s matches a given pin; re-reading cluster-info over TLS verified by it", res.CAPin)
-	secure := &tls.Config{RootCAs: Pool(first.trust.cas), ServerName: req.host()}
+	// Verified by verifyConnection: the pinned CA's chain first, then dates and host name.
+	secure := &tls.Config{InsecureSkipVerify: true, VerifyConnection: req.verifyConnection(first.trust.cas), ServerName: req.host()} //nolint:gosec // verified in VerifyConnection
 	second, err := req.fetchSigned(ctx, secure)
 	if err != nil {
 		return nil, err
@@ -169,18 +170,18 @@ type trusted struct {
 func (r *Request) vet(kubeconfig []byte, peers []*x509.Certificate) (*trusted, error) {
 	cfg, err := clientcmd.Load(kubeconfig)
 	if err != nil {
-		return nil, operr.Wrap(operr.Trust, err, "cluster-info holds an unreadable kubeconfig", "")
+		return nil, operr.Newf(operr.Trust, "cluster-info holds an unreadable kubeconfig: %s", Quote(err.Error()))
 	}
 	cluster, err := SelectCluster(cfg)
 	if err != nil {
-		return nil, operr.Wrap(operr.Trust, err, "cluster-info names no usable cluster", "check the kube-public/cluster-info ConfigMap on the control plane")
+		return nil, operr.Newf(operr.Trust, "cluster-info names no usable cluster: %v", err).WithHint("check the kube-public/cluster-info ConfigMap on the control plane")
 	}
 	if err := CheckServerURL(cluster.Server); err != nil {
-		return nil, operr.Wrap(operr.Trust, err, "cluster-info names an unusable API server", "check the kube-public/cluster-info ConfigMap on the control plane")
+		return nil, operr.Newf(operr.Trust, "cluster-info names an unusable API server: %v", err).WithHint("check the kube-public/cluster-info ConfigMap on the control plane")
 	}
 	certs, err := ParseCerts(cluster.CertificateAuthorityData)
 	if err != nil {
-		return nil, operr.Wrap(operr.Trust, err, "cluster-info carries no usable CA certificate", "")
+		return nil, operr.Newf(operr.Trust, "cluster-info carries no usable CA certificate: %s", Quote(err.Error()))
 	}
 	if len(r.Pins) == 0 {
 		return &trusted{server: cluster.Server, cas: certs}, nil
@@ -193,7 +194,7 @@ func (r *Request) vet(kubeconfig []byte, peers []*x509.Certificate) (*trusted, e
 			WithHint("check that you are joining the intended cluster; on its control plane print the right pin with kjoin token create --print-join-command")
 	case len(unpinned) > 0:
 		return nil, operr.Newf(operr.Trust,
-			"cluster-info carries CA(s) no --discovery-token-ca-cert-hash pins: %s (subject %q)", PinsOf(unpinned), unpinned[0].Subject.String()).
+			"cluster-info carries CA(s) no --discovery-token-ca-cert-hash pins: %s (subject %s)", PinsOf(unpinned), Quote(unpinned[0].Subject.String())).
 			WithHint("a CA bundle is trusted only when every CA in it is pinned: during a CA rotation pass one --discovery-token-ca-cert-hash per CA; otherwise someone added a CA to cluster-info")
 	}
 	if err := r.verifyPeer(peers, pinned); err != nil {
@@ -203,23 +204,65 @@ func (r *Request) vet(kubeconfig []byte, peers []*x509.Certificate) (*trusted, e
 }
 
 // verifyPeer checks that the server which answered proved a certificate issued by a pinned CA
-// for the endpoint's host (the TLS handshake proved it holds the matching key).
+// for the endpoint's host (the TLS handshake proved it holds the matching key). The chain is
+// checked first, at a time inside the certificate's own validity: only a certificate the
+// pinned CA issued is then asked for its dates and names, so an impostor's never become a
+// message or a hint.
 func (r *Request) verifyPeer(peers []*x509.Certificate, cas []*x509.Certificate) error {
 	if len(peers) == 0 {
 		return operr.New(operr.Trust, "the API server presented no certificate", "check that "+r.Endpoint+" is an API server of the cluster you mean to join")
 	}
+	leaf := peers[0]
 	inter := x509.NewCertPool()
 	for _, c := range peers[1:] {
 		inter.AddCert(c)
 	}
-	_, err := peers[0].Verify(x509.VerifyOptions{
-		Roots: Pool(cas), Intermediates: inter, DNSName: r.host(), CurrentTime: r.Clock.Now(),
-		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	})
-	if err != nil {
-		return r.identityError(err)
+	opts := x509.VerifyOptions{Roots: Pool(cas), Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	chained := false
+	for _, ca := range cas {
+		// A time at which both the leaf and this CA claim to be valid.
+		from, to := later(leaf.NotBefore, ca.NotBefore), earlier(leaf.NotAfter, ca.NotAfter)
+		if !from.Before(to) {
+			continue
+		}
+		opts.CurrentTime = from.Add(to.Sub(from) / 2)
+		if _, err := leaf.Verify(opts); err == nil {
+			chained = true
+			break
+		}
+	}
+	if !chained {
+		return operr.New(operr.Trust, "the API server presented a certificate not signed by the pinned CA",
+			"check that "+r.Endpoint+" is an API server of the cluster you mean to join")
+	}
+	opts.CurrentTime, opts.DNSName = r.Clock.Now(), r.host()
+	if _, err := leaf.Verify(opts); err != nil {
+		if e := r.identityError(err); e != nil {
+			return e
+		}
+		return operr.Wrap(operr.Trust, err, "the API server certificate is not usable", "check that "+r.Endpoint+" is an API server of the cluster you mean to join")
 	}
 	return nil
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func earlier(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// verifyConnection checks a TLS connection's peer as verifyPeer does (chain first), for the
+// pinned re-read: crypto/tls's own check would look at the names and dates first.
+func (r *Request) verifyConnection(cas []*x509.Certificate) func(tls.ConnectionState) error {
+	return func(cs tls.ConnectionState) error { return r.verifyPeer(cs.PeerCertificates, cas) }
 }
 
 // SelectCluster picks the cluster of a kubeconfig: the current context's, else the one named
@@ -229,7 +272,7 @@ func SelectCluster(cfg *clientcmdapi.Config) (*clientcmdapi.Cluster, error) {
 		if cl := cfg.Clusters[c.Cluster]; cl != nil {
 			return cl, nil
 		}
-		return nil, fmt.Errorf("the current context %q names cluster %q, which is not defined", cfg.CurrentContext, c.Cluster)
+		return nil, fmt.Errorf("the current context %s names cluster %s, which is not defined", Quote(cfg.CurrentContext), Quote(c.Cluster))
 	}
 	if cl := cfg.Clusters[""]; cl != nil {
 		return cl, nil
@@ -251,10 +294,10 @@ func SelectCluster(cfg *clientcmdapi.Config) (*clientcmdapi.Cluster, error) {
 func CheckServerURL(server string) error {
 	u, err := url.Parse(server)
 	if err != nil {
-		return fmt.Errorf("server %q is not a URL: %w", server, err)
+		return fmt.Errorf("server %s is not a URL", Quote(server))
 	}
 	if u.Scheme != "https" || u.Host == "" {
-		return fmt.Errorf("server %q is not an https:// URL", server)
+		return fmt.Errorf("server %s is not an https:// URL", Quote(server))
 	}
 	return nil
 }
@@ -269,11 +312,11 @@ type fetched struct {
 // answer is vetted first; only a vetted server is waited on.
 func (r *Request) fetchSigned(ctx context.Context, tlsCfg *tls.Config) (*fetched, error) {
 	client := &http.Client{
-		Timeout:   r.CallTimeout,
+		// Each call is bounded by its own context (r.get), which also tells a body cut short
+		// by that deadline from a malformed one.
 		Transport: &http.Transport{TLSClientConfig: tlsCfg, Proxy: http.ProxyFromEnvironment},
-		CheckRedirect: func(*http.Request, []*http.Request) error {
-			return errors.New("the API server answered with a redirect; cluster-info is never read from elsewhere")
-		},
+		// A redirect is answered, not followed: r.get refuses it at once.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	defer client.CloseIdleConnections()
 	url := "https://" + r.Endpoint + "/api/v1/namespaces/" + metaPublic + "/configmaps/" + bootstrapapi.ConfigMapClusterInfo
@@ -283,6 +326,7 @@ func (r *Request) fetchSigned(ctx context.Context, tlsCfg *tls.Config) (*fetched
 	// Retry every 200 ms at first, doubling to at most 2 s.
 	bo := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Cap: 2 * time.Second, Steps: math.MaxInt32}
 	var lastErr error
+	vetted := false // some answer of this server passed vet: its identity is known
 	for {
 		ans, err := r.get(ctx, client, url)
 		switch {
@@ -300,6 +344,7 @@ func (r *Request) fetchSigned(ctx context.Context, tlsCfg *tls.Config) (*fetched
 			if err != nil {
 				return nil, err
 			}
+			vetted = true
 			sig, signed := ans.cm.Data[sigKey]
 			if signed {
 				if !jws.DetachedTokenIsValid(sig, kc, r.Token.ID, r.Token.Secret) {
@@ -335,7 +380,11 @@ func (r *Request) fetchSigned(ctx context.Context, tlsCfg *tls.Config) (*fetched
 					"cluster-info carried no token signatures at all until the discovery timeout, so token id %q cannot be verified", r.Token.ID).
 					WithHint("the controller-manager signs cluster-info (controllers bootstrapsigner): check that it runs, and that the token has usage-bootstrap-signing")
 			}
-			return nil, operr.Wrap(operr.Timeout, lastErr, "discovery timed out reading cluster-info from "+r.Endpoint, "check that the API server is up and reachable from this node, or raise timeouts.discovery")
+			what := "discovery timed out reading cluster-info from " + r.Endpoint
+			if !vetted {
+				what += " (no answer from it was ever verified: its identity as the cluster's API server is unknown)"
+			}
+			return nil, operr.Wrap(operr.Timeout, lastErr, what, "check that the API server is up and reachable from this node, or raise timeouts.discovery")
 		case <-r.Clock.After(bo.Step()):
 		}
 	}
@@ -372,7 +421,9 @@ type answer struct {
 }
 
 func (r *Request) get(ctx context.Context, client *http.Client, url string) (*answer, error) {
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	cctx, cancel := context.WithTimeout(ctx, r.CallTimeout)
+	defer cancel()
+	hreq, err := http.NewRequestWithContext(cctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -392,10 +443,17 @@ func (r *Request) get(ctx context.Context, client *http.Client, url string) (*an
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, r.classify(ctx, err)
+		}
 		return nil, transientError{err}
 	}
 	switch {
 	case resp.StatusCode == http.StatusOK:
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		return nil, operr.Newf(operr.Trust, "the API server answered with a redirect (HTTP %d to %s); cluster-info is never read from elsewhere",
+			resp.StatusCode, Quote(resp.Header.Get("Location"))).
+			WithHint("give the API server's own host:port (the controlPlaneEndpoint), not a proxy or web server in front of it")
 	case resp.StatusCode == http.StatusNotFound:
 		return nil, operr.New(operr.Trust, "the cluster has no kube-public/cluster-info ConfigMap: this API server is not set up for token bootstrapping",
 			"run kubeadm init phase bootstrap-token on the control plane, or use --discovery-file")
@@ -410,7 +468,12 @@ func (r *Request) get(ctx context.Context, client *http.Client, url string) (*an
 	}
 	cm := &corev1.ConfigMap{}
 	if err := json.Unmarshal(body, cm); err != nil {
-		return nil, operr.Newf(operr.Trust, "cluster-info is not a ConfigMap (%v): %s", err, Snippet(body)).
+		if cctx.Err() != nil && ctx.Err() == nil {
+			// The call's deadline cut the body short (Go may end such a body without an
+			// error): a slow answer, not a malformed one.
+			return nil, transientError{fmt.Errorf("cluster-info cut short by the %s call timeout", r.CallTimeout)}
+		}
+		return nil, operr.Newf(operr.Trust, "cluster-info is not a ConfigMap (%s): %s", Quote(err.Error()), Snippet(body)).
 			WithHint("check that the endpoint is a Kubernetes API server")
 	}
 	ans.cm = cm
@@ -434,8 +497,8 @@ func (r *Request) classify(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return operr.Wrap(operr.Timeout, err, "discovery timed out reading cluster-info from "+r.Endpoint, "check that the API server is up and reachable from this node")
 	}
-	if e := r.identityError(err); e != nil {
-		return e
+	if e, ok := operr.As(err); ok {
+		return e // the pinned re-read's verifyConnection
 	}
 	var dnsErr *net.DNSError
 	if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
@@ -446,13 +509,20 @@ func (r *Request) classify(ctx context.Context, err error) error {
 	return transientError{err}
 }
 
-// identityError explains a certificate verification failure, or returns nil for other errors.
+// identityError explains a certificate verification failure of a certificate whose chain to a
+// pinned CA is proven (so its names and dates can be shown), or returns nil for other errors.
 func (r *Request) identityError(err error) error {
 	var hostErr x509.HostnameError
 	if errors.As(err, &hostErr) && hostErr.Certificate != nil {
-		names := append([]string{}, hostErr.Certificate.DNSNames...)
+		var names []string
+		for _, n := range hostErr.Certificate.DNSNames {
+			names = append(names, Quote(n))
+		}
 		for _, ip := range hostErr.Certificate.IPAddresses {
 			names = append(names, ip.String())
+		}
+		if len(names) > 10 {
+			names = append(names[:10], fmt.Sprintf("and %d more", len(names)-10))
 		}
 		return operr.Newf(operr.Trust,
 			"the API server certificate is not valid for %q; it is valid for: %s", r.host(), strings.Join(names, ", ")).
