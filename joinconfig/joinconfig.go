@@ -11,9 +11,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -443,6 +445,9 @@ func (v *validator) validate(f Flags, in *input, phaseNames []string, res *Resul
 			if errs := validation.IsQualifiedName(t.Key); len(errs) > 0 {
 				v.bad(in.taints.From, t.Key, "a taint key that is a qualified name")
 			}
+			if errs := validation.IsValidLabelValue(t.Value); len(errs) > 0 {
+				v.bad(in.taints.From, t.Value, "a taint value that is a valid label value (at most 63 of [A-Za-z0-9_.-], alphanumeric at both ends)")
+			}
 			if t.Effect != "NoSchedule" && t.Effect != "PreferNoSchedule" && t.Effect != "NoExecute" {
 				v.bad(in.taints.From, t.Effect, "taint effect NoSchedule, PreferNoSchedule or NoExecute")
 			}
@@ -482,6 +487,15 @@ func (v *validator) validate(f Flags, in *input, phaseNames []string, res *Resul
 	po.IgnorePreflight = ignore
 	po.Endpoint, po.UnsafeSkipCAVerification, po.DiscoveryFile = in.endpoint.V, in.unsafe, in.discoveryFile.V
 	po.NodeName, po.CRISocket, po.PatchesDir, po.DryRun = in.nodeName.V, in.criSocket.V, in.patches.V, in.dryRun
+	for _, a := range in.kubeletExtraArgs {
+		// kubeadm's kubelet unit expands these unquoted: whitespace would smuggle in flags.
+		if !kubeletArgName.MatchString(a.Name) {
+			v.bad("JoinConfiguration nodeRegistration.kubeletExtraArgs name", a.Name, "a kubelet flag name without dashes ([a-z0-9][a-z0-9-]*)")
+		}
+		if strings.ContainsFunc(a.Value, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) || r == '"' || r == '\\' }) {
+			v.bad("JoinConfiguration nodeRegistration.kubeletExtraArgs value of "+a.Name, a.Value, "a value without whitespace, newlines, quotes or backslashes (kubeadm's kubelet unit splits it into flags)")
+		}
+	}
 	po.KubeletExtraArgs = in.kubeletExtraArgs
 	if in.controlPlane {
 		po.ControlPlane, po.CertificateKey, po.AdvertiseAddress = true, in.certKey.V, in.advertise.V
@@ -536,6 +550,9 @@ func (v *validator) checkPatches(p value[string], controlPlane bool) {
 	}
 }
 
+// kubeletArgName is the shape of a kubelet flag name in kubeletExtraArgs (given without "--").
+var kubeletArgName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
+
 // redactToken shows a token's id, never its secret.
 func redactToken(s string) string {
 	if id, _, ok := strings.Cut(s, "."); ok && len(id) <= 8 {
@@ -554,15 +571,17 @@ type validator struct {
 	stdinErr   error
 }
 
+// bad records an invalid input. The value is echoed quoted, with anything shaped like a
+// token or a certificate key hidden (a secret given in the wrong place stays secret).
 func (v *validator) bad(from, value, want string) {
 	if value == "" {
 		v.problems = append(v.problems, fmt.Sprintf("%s: missing; want %s", from, want))
 		return
 	}
-	v.problems = append(v.problems, fmt.Sprintf("%s %q: want %s", from, value, want))
+	v.problems = append(v.problems, token.Redact(fmt.Sprintf("%s %q: want %s", from, value, want)))
 }
 
-func (v *validator) warn(s string) { v.warnings = append(v.warnings, s) }
+func (v *validator) warn(s string) { v.warnings = append(v.warnings, token.Redact(s)) }
 
 func (v *validator) err() error {
 	if len(v.problems) == 0 {

@@ -90,7 +90,22 @@ func TestBadInputs(t *testing.T) {
 		{"no pin", func(f *Flags) { f.CACertHashes = nil }, nil, []string{"--discovery-token-ca-cert-hash: missing"}},
 		{"short pin", func(f *Flags) { f.CACertHashes = []string{"sha256:abc"} }, nil, []string{"--discovery-token-ca-cert-hash", "sha256:abc"}},
 		{"md5 pin", func(f *Flags) { f.CACertHashes = []string{"md5:" + strings.Repeat("a", 64)} }, nil, []string{"md5:"}},
-		{"pin without format", func(f *Flags) { f.CACertHashes = []string{strings.Repeat("a", 64)} }, nil, []string{strings.Repeat("a", 64)}},
+		{"pin without format", func(f *Flags) { f.CACertHashes = []string{strings.Repeat("a", 64)} }, nil, []string{"--discovery-token-ca-cert-hash", "<hidden: 64 hex digits>"}},
+		{"certificate key as a pin", func(f *Flags) { f.CACertHashes = []string{goodKey} }, nil, []string{"--discovery-token-ca-cert-hash", "<hidden: 64 hex digits>"}},
+		{"token as the endpoint", func(f *Flags) { f.Endpoint = goodToken }, nil, []string{"api-server-endpoint", "abcdef.<hidden>"}},
+		{"token as a pin", func(f *Flags) { f.CACertHashes = []string{goodToken} }, nil, []string{"--discovery-token-ca-cert-hash", "abcdef.<hidden>"}},
+		{"taint value smuggles a flag", func(f *Flags) {
+			*f = Flags{Output: "text", ConfigPath: config("nodeRegistration:\n  taints: [{key: a, value: \"a=b --authorization-mode=AlwaysAllow\", effect: NoSchedule}]\ndiscovery:\n  bootstrapToken:\n    apiServerEndpoint: 10.0.0.1:6443\n    token: " + goodToken + "\n    caCertHashes: [" + goodPin + "]\n")}
+		}, nil, []string{"nodeRegistration.taints", "taint value"}},
+		{"kubelet extra arg value smuggles a flag", func(f *Flags) {
+			*f = Flags{Output: "text", ConfigPath: config("nodeRegistration:\n  kubeletExtraArgs: [{name: node-labels, value: \"a=b --authorization-mode=AlwaysAllow\"}]\ndiscovery:\n  bootstrapToken:\n    apiServerEndpoint: 10.0.0.1:6443\n    token: " + goodToken + "\n    caCertHashes: [" + goodPin + "]\n")}
+		}, nil, []string{"kubeletExtraArgs value of node-labels", "without whitespace"}},
+		{"kubelet extra arg value with a newline", func(f *Flags) {
+			*f = Flags{Output: "text", ConfigPath: config("nodeRegistration:\n  kubeletExtraArgs: [{name: v, value: \"2\\nKUBELET_X=1\"}]\ndiscovery:\n  bootstrapToken:\n    apiServerEndpoint: 10.0.0.1:6443\n    token: " + goodToken + "\n    caCertHashes: [" + goodPin + "]\n")}
+		}, nil, []string{"kubeletExtraArgs value of v", `\n`}},
+		{"kubelet extra arg name smuggles a flag", func(f *Flags) {
+			*f = Flags{Output: "text", ConfigPath: config("nodeRegistration:\n  kubeletExtraArgs: [{name: \"v=2 --authorization-mode\", value: AlwaysAllow}]\ndiscovery:\n  bootstrapToken:\n    apiServerEndpoint: 10.0.0.1:6443\n    token: " + goodToken + "\n    caCertHashes: [" + goodPin + "]\n")}
+		}, nil, []string{"kubeletExtraArgs name", "kubelet flag name"}},
 		{"pin not hex", func(f *Flags) { f.CACertHashes = []string{"sha256:" + strings.Repeat("z", 64)} }, nil, []string{"zzzz"}},
 		{"second pin bad", func(f *Flags) { f.CACertHashes = []string{goodPin, "sha256:00"} }, nil, []string{"sha256:00"}},
 		{"node name upper case", func(f *Flags) { f.NodeName = "Worker_1" }, nil, []string{"--node-name", "Worker_1"}},

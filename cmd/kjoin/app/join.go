@@ -14,6 +14,7 @@ import (
 	"kjoin.dev/kjoin/joinconfig"
 	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/phases"
+	"kjoin.dev/kjoin/token"
 )
 
 const joinLong = `Join this machine to a cluster made by kubeadm init, as a worker or (with --control-plane)
@@ -175,7 +176,7 @@ func runJoin(cmd *cobra.Command, deps *Deps, o *JoinOptions) error {
 		}
 	}
 	report := JoinReport{
-		Changed: s.Changed(), Node: s.Opts.NodeName, Role: "worker", Endpoint: s.Opts.Endpoint,
+		Changed: s.Changed(), Node: s.Opts.NodeName, Role: "worker", Endpoint: token.Redact(s.Opts.Endpoint),
 		ClientCertificate: s.ClientCertPath, CSR: s.CSRName, Ready: s.Ready, DryRun: s.Opts.DryRun,
 		RegisteredAfterMs: s.RegisteredAfter.Milliseconds(), ReadyAfterMs: s.ReadyAfter.Milliseconds(),
 		PlannedWrites: s.PlannedWrites, PlannedActions: s.PlannedAPI, Phases: results, Warnings: s.Warnings,

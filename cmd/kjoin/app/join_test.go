@@ -196,3 +196,22 @@ func TestInterruptedJoinSaysHowToResume(t *testing.T) {
 		t.Errorf("exit %d, stderr %q", code, errb)
 	}
 }
+
+// A token given as the endpoint, or a certificate key as a pin, is never echoed: not in the
+// text error, not in JSON (endpoint and error).
+func TestMisplacedSecretsAreRedacted(t *testing.T) {
+	key := strings.Repeat("5e", 32)
+	for _, args := range [][]string{
+		{"join", "abcdef.0123456789abcdef", "--token", "abcdef.0123456789abcdef", "--discovery-token-ca-cert-hash", pin, "--root", t.TempDir()},
+		{"join", "10.0.0.1:6443", "--token", "abcdef.0123456789abcdef", "--discovery-token-ca-cert-hash", key, "--root", t.TempDir()},
+	} {
+		for _, output := range []string{"text", "json"} {
+			deps, out, errb := testDeps("", nil)
+			code := Run(context.Background(), deps, append(args, "-o", output))
+			all := out.String() + errb.String()
+			if code != 2 || strings.Contains(all, "0123456789abcdef") || strings.Contains(all, key) {
+				t.Errorf("%v -o %s: exit %d, output:\n%s", args, output, code, all)
+			}
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"kjoin.dev/kjoin/operr"
+	"kjoin.dev/kjoin/token"
 )
 
 // reportedError is an error already reported (in JSON); only its exit code remains to apply.
@@ -20,10 +21,10 @@ func (r *reportedError) Unwrap() error { return r.err }
 // Render prints err for an operator ("error: ..." then "hint: ...") and returns its exit code.
 func Render(w io.Writer, err error) operr.Code {
 	code := operr.CodeOf(err)
-	msg := err.Error()
+	msg := token.Redact(err.Error())
 	fmt.Fprintf(w, "error: %s\n", strings.TrimSpace(msg))
 	if hint := operr.HintOf(err); hint != "" {
-		fmt.Fprintf(w, "hint: %s\n", hint)
+		fmt.Fprintf(w, "hint: %s\n", token.Redact(hint))
 	}
 	return code
 }
@@ -43,7 +44,7 @@ func NewErrorJSON(err error) *ErrorJSON {
 		return nil
 	}
 	code := operr.CodeOf(err)
-	out := &ErrorJSON{Code: int(code), Reason: code.Reason(), Message: err.Error(), Hint: operr.HintOf(err)}
+	out := &ErrorJSON{Code: int(code), Reason: code.Reason(), Message: token.Redact(err.Error()), Hint: token.Redact(operr.HintOf(err))}
 	if e, ok := operr.As(err); ok {
 		out.Retryable = e.Retryable || code == operr.Busy || code == operr.Timeout
 	}
