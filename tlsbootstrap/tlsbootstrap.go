@@ -378,3 +378,31 @@ func watchUntilFinal(ctx context.Context, csrs certificatesclient.CertificateSig
 		}
 	}
 }
+
+// IsNodeCSR reports whether csr is a kubelet client certificate request of node: kjoin's own
+// (named exactly as Name names it) or the kubelet's (sent as system:node:<node>), asking the
+// kubelet client signer for CN=system:node:<node>. A CSR that merely starts with the node's
+// name, or names it without asking for its identity, is not the node's.
+func IsNodeCSR(csr *certificatesv1.CertificateSigningRequest, node string) bool {
+	if csr.Spec.SignerName != certificatesv1.KubeAPIServerClientKubeletSignerName {
+		return false
+	}
+	prefix := "kjoin-" + node
+	if len(prefix) > 240 {
+		prefix = prefix[:240]
+	}
+	suffix, named := strings.CutPrefix(csr.Name, prefix+"-")
+	if named {
+		_, err := hex.DecodeString(suffix)
+		named = len(suffix) == 12 && err == nil && strings.ToLower(suffix) == suffix
+	}
+	if !named && csr.Spec.Username != "system:node:"+node {
+		return false
+	}
+	b, _ := pem.Decode(csr.Spec.Request)
+	if b == nil {
+		return false
+	}
+	req, err := x509.ParseCertificateRequest(b.Bytes)
+	return err == nil && req.Subject.CommonName == "system:node:"+node
+}

@@ -11,6 +11,7 @@ import (
 	"context"
 	"crypto/x509"
 	"fmt"
+	"kjoin.dev/kjoin/tlsbootstrap"
 	"net"
 	"net/http"
 	"sort"
@@ -267,7 +268,7 @@ func (v *verifier) csrCheck(name string, csrs *certificatesv1.CertificateSigning
 }
 
 func forNode(c certificatesv1.CertificateSigningRequest, name string) bool {
-	return c.Spec.Username == "system:node:"+name || strings.HasPrefix(c.Name, "kjoin-"+name+"-")
+	return tlsbootstrap.IsNodeCSR(&c, name)
 }
 
 func finished(c certificatesv1.CertificateSigningRequest) bool {

@@ -2,9 +2,13 @@ package verify
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
+	"kjoin.dev/kjoin/pki"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -185,8 +189,8 @@ func TestFaultsAreNamed(t *testing.T) {
 			objs: []runtime.Object{node("w2", corev1.ConditionTrue, false)}},
 		{name: "no pod CIDR", node: "w2", id: "node.podcidr", want: "no pod CIDR",
 			objs: []runtime.Object{func() *corev1.Node { n := node("w2", corev1.ConditionTrue, false); n.Spec.PodCIDR = ""; return n }(), lease("w2", time.Second)}},
-		{name: "pending CSR", node: "w1", id: "node.csr", want: "kjoin-w1-abc",
-			objs: []runtime.Object{&certificatesv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: "kjoin-w1-abc"}}}},
+		{name: "pending CSR", node: "w1", id: "node.csr", want: "kjoin-w1-0123456789ab",
+			objs: []runtime.Object{nodeCSR(t, "kjoin-w1-0123456789ab", "system:node:w1", certificatesv1.KubeAPIServerClientKubeletSignerName)}},
 		{name: "not registered", node: "w9", id: "node.registered", want: "no Node"},
 		{name: "etcd member missing", node: "cp2", id: "etcd.member", want: "no started etcd member",
 			objs: append([]runtime.Object{node("cp2", corev1.ConditionTrue, true), lease("cp2", time.Second)}, staticPods("cp2", "127.0.0.1:1")...)},
@@ -278,5 +282,39 @@ func TestNodeMap(t *testing.T) {
 	}
 	if len(rows) != 2 || rows[0].Name != "cp1" || rows[0].Role != "control-plane" || rows[1].Role != "worker" || rows[0].LeaseAge != "3s" || rows[1].Ready != "True" {
 		t.Errorf("%+v", rows)
+	}
+}
+
+// nodeCSR is a pending CSR with a real request for cn.
+func nodeCSR(t *testing.T, name, cn, signer string) *certificatesv1.CertificateSigningRequest {
+	t.Helper()
+	key, _ := pki.NewECKey()
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: cn, Organization: []string{"system:nodes"}}}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &certificatesv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: certificatesv1.CertificateSigningRequestSpec{SignerName: signer, Username: "system:bootstrap:abcdef",
+			Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})}}
+}
+
+// node.csr counts only the node's own kubelet client CSRs: not another node's whose name
+// starts the same (w1-db), not a token holder's forgery named after the node, not a CSR for
+// another identity or signer.
+func TestPendingCSRsOfOthersDoNotFailTheNode(t *testing.T) {
+	kubelet := certificatesv1.KubeAPIServerClientKubeletSignerName
+	o, _, _ := cluster(t,
+		nodeCSR(t, "kjoin-w1-db-0123456789ab", "system:node:w1-db", kubelet),
+		nodeCSR(t, "kjoin-w1-x", "system:node:w1", kubelet),
+		nodeCSR(t, "kjoin-w1-abcdefabcdef", "system:node:w2", kubelet),
+		nodeCSR(t, "kjoin-w1-fedcbafedcba", "system:node:w1", "kubernetes.io/kube-apiserver-client"),
+	)
+	o.Nodes = []string{"w1"}
+	r, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := byID(r, "w1", "node.csr"); c.Status != Pass {
+		t.Errorf("node.csr of w1: %+v; others' CSRs must not count", c)
 	}
 }
