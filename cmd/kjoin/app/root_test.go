@@ -1,8 +1,10 @@
 package app
 
 import (
+	"k8s.io/apimachinery/pkg/util/version"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -46,5 +48,36 @@ func TestReleaseBuildHasNoFaultHook(t *testing.T) {
 	after, at := faultHook(func(k string) string { return env[k] })
 	if after != nil || at != nil {
 		t.Error("the fault hooks are compiled into a build without the kjoin_fault tag")
+	}
+}
+
+// The release build's dependency floors: grpc and the etcd client past their advisories, and
+// a toolchain line so no release is built with a Go lacking the crypto/x509 and tls fixes.
+func TestDependencyFloors(t *testing.T) {
+	b, err := os.ReadFile("../../../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod := string(b)
+	floors := map[string]string{
+		"google.golang.org/grpc":        "1.82.1", // GO-2026-6061
+		"go.etcd.io/etcd/client/v3":     "3.7.1",  // GO-2026-6107
+		"go.etcd.io/etcd/api/v3":        "3.7.1",
+		"go.etcd.io/etcd/client/pkg/v3": "3.7.1",
+	}
+	for m, floor := range floors {
+		re := regexp.MustCompile(`(?m)^\s*` + regexp.QuoteMeta(m) + `\s+v(\S+)`)
+		got := re.FindStringSubmatch(mod)
+		if got == nil {
+			t.Errorf("go.mod does not require %s", m)
+			continue
+		}
+		if v := version.MustParseSemantic(got[1]); v.LessThan(version.MustParseSemantic(floor)) {
+			t.Errorf("%s %s is below the floor %s", m, got[1], floor)
+		}
+	}
+	tc := regexp.MustCompile(`(?m)^toolchain go(\S+)`).FindStringSubmatch(mod)
+	if tc == nil || version.MustParseGeneric(tc[1]).LessThan(version.MustParseGeneric("1.26.8")) {
+		t.Errorf("go.mod toolchain line %v: want go1.26.8 or newer", tc)
 	}
 }
