@@ -5,7 +5,7 @@ export KJOIN_CACHE ?= /var/cache/kjoin
 export KJOIN_ARTIFACTS ?= $(CURDIR)/_artifacts
 E2E_TIMEOUT ?= 70m
 
-.PHONY: all build check fuzz test dist e2e components lab-up lab-down lab-status demo bench clean
+.PHONY: all build check fuzz mutants test dist e2e components lab-up lab-down lab-status demo bench clean
 
 all: build
 
@@ -20,6 +20,11 @@ check:
 	$(GO) vet ./...
 	$(GO) test -count=1 ./...
 	$(MAKE) --no-print-directory fuzz
+	$(MAKE) --no-print-directory mutants
+
+## mutants: hand mutations of security-critical lines, each of which must fail a unit test
+mutants:
+	e2e/scripts/mutants.py
 
 ## fuzz: each fuzz test for FUZZTIME (seed corpora in */testdata/fuzz)
 FUZZTIME ?= 3s

@@ -160,3 +160,18 @@ func TestBodyCutShortByTheCallDeadlineIsRetried(t *testing.T) {
 		t.Errorf("%d calls", calls.Load())
 	}
 }
+
+// The pinned re-read must equal the first read byte for byte: a server that answers the
+// second read with other (validly signed) cluster-info is refused.
+func TestPinnedRereadMustEqualTheFirstRead(t *testing.T) {
+	ca, issue := newCA(t)
+	var calls atomic.Int32
+	s := serve(t, issue(nil, localhost, time.Now().Add(-time.Minute)), func() *corev1.ConfigMap {
+		if calls.Add(1) == 1 {
+			return clusterInfo(t, pki.EncodeCert(ca), "https://first:6443", tok)
+		}
+		return clusterInfo(t, pki.EncodeCert(ca), "https://second:6443", tok)
+	})
+	_, err := Token(context.Background(), request(t, endpointOf(s), Pin(ca)))
+	wantCode(t, err, operr.Trust, "differs from the first read")
+}

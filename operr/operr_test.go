@@ -32,3 +32,17 @@ func TestCodesHintsAndWrapping(t *testing.T) {
 		}
 	}
 }
+
+// The exit codes are a documented contract (README's table): never renumbered.
+func TestExitCodesArePinned(t *testing.T) {
+	for code, want := range map[Code]int{OK: 0, Other: 1, Usage: 2, Preflight: 3, Trust: 4, Auth: 5, Timeout: 6, Busy: 7, Verify: 8} {
+		if int(code) != want {
+			t.Errorf("%s is %d, documented as %d", code.Reason(), code, want)
+		}
+	}
+	for code, reason := range map[Code]string{OK: "ok", Other: "other", Usage: "usage", Preflight: "preflight", Trust: "trust", Auth: "auth", Timeout: "timeout", Busy: "busy", Verify: "verify"} {
+		if code.Reason() != reason {
+			t.Errorf("code %d reason %q, want %q", code, code.Reason(), reason)
+		}
+	}
+}

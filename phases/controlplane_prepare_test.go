@@ -35,6 +35,11 @@ func TestUploadedCAMustBeThePinnedCA(t *testing.T) {
 	if err := sameCA([]byte("junk"), pinned); operr.CodeOf(err) != operr.Trust {
 		t.Errorf("junk: %v", err)
 	}
+	// A bundle of the pinned CA and a foreign one is refused too: every CA must be pinned.
+	bundle := append(append([]byte{}, pinned...), other...)
+	if err := sameCA(bundle, pinned); operr.CodeOf(err) != operr.Trust {
+		t.Errorf("the pinned CA bundled with a foreign one was accepted: %v", err)
+	}
 }
 
 func TestControlPlanePrepareRefusals(t *testing.T) {

@@ -185,6 +185,8 @@ func TestFaultsAreNamed(t *testing.T) {
 			}(), lease("w2", time.Second)}},
 		{name: "lease not renewing", node: "w2", id: "node.lease", want: "not renewing",
 			objs: []runtime.Object{node("w2", corev1.ConditionTrue, false), lease("w2", 2*time.Minute)}},
+		{name: "lease held by another", node: "w2", id: "node.lease", want: "not held by the node",
+			objs: []runtime.Object{node("w2", corev1.ConditionTrue, false), func() *coordinationv1.Lease { l := lease("w2", time.Second); l.Spec.HolderIdentity = ptr.To("w9"); return l }()}},
 		{name: "no lease", node: "w2", id: "node.lease", want: "no Lease",
 			objs: []runtime.Object{node("w2", corev1.ConditionTrue, false)}},
 		{name: "no pod CIDR", node: "w2", id: "node.podcidr", want: "no pod CIDR",

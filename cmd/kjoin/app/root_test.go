@@ -2,6 +2,7 @@ package app
 
 import (
 	"k8s.io/apimachinery/pkg/util/version"
+	"kjoin.dev/kjoin/operr"
 	"os"
 	"os/exec"
 	"regexp"
@@ -79,5 +80,18 @@ func TestDependencyFloors(t *testing.T) {
 	tc := regexp.MustCompile(`(?m)^toolchain go(\S+)`).FindStringSubmatch(mod)
 	if tc == nil || version.MustParseGeneric(tc[1]).LessThan(version.MustParseGeneric("1.26.8")) {
 		t.Errorf("go.mod toolchain line %v: want go1.26.8 or newer", tc)
+	}
+}
+
+// Busy and timeout errors are retryable in JSON whatever the error says; others only when
+// marked.
+func TestErrorJSONRetryable(t *testing.T) {
+	for code, want := range map[operr.Code]bool{operr.Busy: true, operr.Timeout: true, operr.Trust: false, operr.Usage: false, operr.Other: false} {
+		if got := NewErrorJSON(operr.New(code, "x", "")).Retryable; got != want {
+			t.Errorf("code %d: retryable %v, want %v", code, got, want)
+		}
+	}
+	if !NewErrorJSON(&operr.Error{Code: operr.Other, What: "interrupted", Retryable: true}).Retryable {
+		t.Error("an error marked retryable is not")
 	}
 }
