@@ -24,7 +24,7 @@ check:
 
 ## mutants: hand mutations of security-critical lines, each of which must fail a unit test
 mutants:
-	e2e/scripts/mutants.py
+	$(GO) run ./e2e/cmd/mutants
 
 ## fuzz: each fuzz test for FUZZTIME (seed corpora in */testdata/fuzz)
 FUZZTIME ?= 3s

@@ -1,0 +1,71 @@
+// Command mutants applies hand mutations of kjoin's security-critical lines one at a time and
+// requires each to make its unit test fail (issue 20): a check that no test guards is a check
+// that can silently go. Every file is restored after its run; exit 1 if a mutation survives
+// or its line is gone (then update the list).
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+)
+
+type mutation struct{ file, from, to, pkg, run string }
+
+var mutations = []mutation{
+	{"discovery/token.go", "if !bytes.Equal(second.kubeconfig, first.kubeconfig) {", "if false && !bytes.Equal(second.kubeconfig, first.kubeconfig) {", "./discovery", "TestPinnedReread"},
+	{"discovery/token.go", "opts.CurrentTime, opts.DNSName = r.Clock.Now(), r.host()", "opts.CurrentTime = r.Clock.Now()", "./discovery", "TestAuthenticatedCertificate|TestTokenDiscovery"},
+	{"tlsbootstrap/tlsbootstrap.go", "\tfor _, c := range chain[1:] {\n\t\tinter.AddCert(c)", "\tfor _, c := range chain[1:] {\n\t\troots.AddCert(c)", "./tlsbootstrap", "TestBundledCA"},
+	{"phases/controlplane_prepare.go", "if _, unpinned := pins.Select(up); len(unpinned) > 0 {", "if pinned, unpinned := pins.Select(up); len(pinned) == 0 && len(unpinned) > 0 {", "./phases", "TestUploadedCAMustBeThePinnedCA"},
+	{"phases/tlsbootstrap.go", "if err != nil || cert.Subject.CommonName != \"system:node:\"+s.Opts.NodeName {", "if err != nil {", "./phases", "TestResumedIdentity"},
+	{"phases/tlsbootstrap.go", "\t\ts.Warn(e, \"tls-bootstrap\", \"CSR %s of an interrupted run is gone; creating a new one\", j.CSR)\n\t\tforgetCSR(e, s)\n\t\treturn \"\"", "\t\ts.Warn(e, \"tls-bootstrap\", \"CSR %s of an interrupted run is gone; creating a new one\", j.CSR)", "./phases", "TestVanishedCSR"},
+	{"phases/reset.go", "strings.HasPrefix(clean, strings.TrimSuffix(dir, \"/\")+\"/\")", "strings.HasPrefix(clean, strings.TrimSuffix(dir, \"/\"))", "./phases", "TestResetConfinement|TestResetDeletes"},
+	{"phases/journal.go", "if !st.Mode().IsRegular() {", "if false {", "./phases", "TestJoinRefusesAnUntrustedJournal"},
+	{"phases/journal.go", "sys.Uid != 0 && int(sys.Uid) != os.Geteuid()", "false", "./phases", "TestJournalOwnedBy"},
+	{"verify/verify.go", "\tif holder != name {", "\tif false {", "./verify", "TestFaultsAreNamed"},
+	{"cmd/kjoin/app/render.go", "out.Retryable = e.Retryable || code == operr.Busy || code == operr.Timeout", "out.Retryable = e.Retryable", "./cmd/kjoin/app", "TestErrorJSONRetryable"},
+	{"operr/operr.go", "\tTrust     Code = 4", "\tTrust     Code = 9", "./operr", "TestExitCodes"},
+	{"operr/operr.go", "\tBusy      Code = 7", "\tBusy      Code = 17", "./operr", "TestExitCodes"},
+	{"diagnose/verdict.go", "\t{\"kubelet.service\", \"the kubelet is not running\", \"start it: systemctl start kubelet; then journalctl -xeu kubelet for why it stopped\"},", "", "./diagnose", "TestVerdictOrder"},
+	{"phases/etcdjoin.go", "\t\t\treturn os.RemoveAll(e.Paths.Of(path.Join(dataDir, etcdMemberData)))", "\t\t\treturn os.RemoveAll(e.Paths.Of(dataDir))", "./phases", "TestFailedEtcdJoin"},
+	{"phases/etcd_datadir.go", "\tif slices.Contains(systemDirs, clean) {", "\tif false {", "./phases", "TestControlPlaneJoinRefusesASystem|TestWhatKjoin"},
+	{"phases/reset_files.go", "\tif !s.Reset.Journaled || j.Adopted {", "\tif true {", "./phases", "TestResetWithJournal"},
+	{"phases/reset_staticpods.go", "\t\tif path.Dir(path.Clean(t)) != ManifestsDir || !strings.HasSuffix(t, \".yaml\") {", "\t\tif false {", "./phases", "TestResetWith"},
+}
+
+func main() {
+	survived := 0
+	for _, m := range mutations {
+		orig, err := os.ReadFile(m.file)
+		if err != nil {
+			fmt.Println("MISSING", m.file, err)
+			survived++
+			continue
+		}
+		if !strings.Contains(string(orig), m.from) {
+			fmt.Printf("MISSING (the guarded line changed: update this list) %s | %.60s\n", m.file, m.from)
+			survived++
+			continue
+		}
+		if err := os.WriteFile(m.file, []byte(strings.Replace(string(orig), m.from, m.to, 1)), 0o644); err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		err = exec.Command("go", "test", "-count=1", "-run", m.run, m.pkg).Run()
+		if werr := os.WriteFile(m.file, orig, 0o644); werr != nil {
+			fmt.Println("cannot restore", m.file, werr)
+			os.Exit(1)
+		}
+		status := "KILLED"
+		if err == nil {
+			status = "SURVIVED"
+			survived++
+		}
+		fmt.Printf("%s %s | %.70s\n", status, m.file, strings.ReplaceAll(strings.TrimSpace(m.from), "\n", " "))
+	}
+	if survived > 0 {
+		fmt.Printf("%d mutation(s) survived or lost their line\n", survived)
+		os.Exit(1)
+	}
+}
