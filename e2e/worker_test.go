@@ -101,10 +101,13 @@ func TestKjoinWorker(t *testing.T) {
 	c.WaitNodeCondition(t, "w1", corev1.NodeReady, corev1.ConditionTrue, time.Minute)
 	assertLeaseRenews(t, c, "w1")
 	assertVerified(t, c, 0, "w1")
-	logb, _ := c.ReadFile("w1", "/run/lab/kubelet.log")
-	if strings.Contains(string(logb), "bootstrap-kubelet.conf") && strings.Contains(string(logb), "Using bootstrap kubeconfig") {
-		t.Error("the kubelet fell back to its bootstrap kubeconfig: kjoin's kubelet.conf was not usable")
+	// Through two kubelet restarts the kubelet kept kjoin's kubelet.conf: it never fell back to
+	// a bootstrap kubeconfig (kjoin writes none) and made no CSR of its own (still exactly the
+	// join's one CSR for w1).
+	if _, err := os.Stat(c.HostPath("w1", "/etc/kubernetes/bootstrap-kubelet.conf")); err == nil {
+		t.Error("a bootstrap kubeconfig exists on w1: kjoin writes none")
 	}
+	assertKubeletCSRIssued(t, c, "w1", start, out.CSR)
 }
 
 // joinFiles are the files a worker join writes (kubeadm's layout).

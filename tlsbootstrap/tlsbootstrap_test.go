@@ -146,11 +146,21 @@ func TestCreateRetriesAndFindsALostCreate(t *testing.T) {
 		return false, nil, nil
 	})
 	r := request(t, c, 30*time.Second)
-	r.Clock = clocktesting.NewFakeClock(time.Now())
-	go func() { // advance the back-off waits
-		for i := 0; i < 1000; i++ {
+	fc := clocktesting.NewFakeClock(time.Now())
+	r.Clock = fc
+	done := make(chan struct{})
+	defer close(done)
+	go func() { // end each back-off wait, and only a wait: 3 waits of 6 s stay inside the 30 s
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if fc.HasWaiters() {
+				fc.Step(6 * time.Second)
+			}
 			time.Sleep(time.Millisecond)
-			r.Clock.(*clocktesting.FakeClock).Step(time.Second)
 		}
 	}()
 	name, err := Create(context.Background(), r)
