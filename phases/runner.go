@@ -6,8 +6,10 @@ package phases
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"syscall"
 	"time"
 
 	"kjoin.dev/kjoin/operr"
@@ -118,7 +120,7 @@ func Run(ctx context.Context, e *Env, s *State, workflow []Phase, o RunOptions) 
 		if err != nil {
 			res.Status = "failed"
 			results = append(results, res)
-			return results, fmt.Errorf("phase %s: %w", p.Name, err)
+			return results, fmt.Errorf("phase %s: %w", p.Name, diskFull(err))
 		}
 		e.Debugf(p.Name, "done in %s", res.Duration.Round(time.Millisecond))
 		results = append(results, res)
@@ -137,6 +139,16 @@ func Run(ctx context.Context, e *Env, s *State, workflow []Phase, o RunOptions) 
 		}
 	}
 	return results, nil
+}
+
+// diskFull makes a write that failed for lack of space an operator error (exit 3) that says
+// so and what to do; the write itself left the previous file in place (atomicfile).
+func diskFull(err error) error {
+	if !errors.Is(err, syscall.ENOSPC) {
+		return err
+	}
+	return &operr.Error{Code: operr.Preflight, Err: err, What: "no space left on the device",
+		Hint: "free space on the filesystem of the path named above, then run the same command again: the join resumes where it stopped"}
 }
 
 func toSet(l []string) map[string]bool {

@@ -2,8 +2,10 @@ package phases
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -97,5 +99,17 @@ func TestRerunConvergesWithoutWriting(t *testing.T) {
 		if strings.Contains(c, "restart") {
 			t.Errorf("re-run restarted the kubelet: %v", h.runner.calls)
 		}
+	}
+}
+
+// A write that found the disk full fails the join with exit 3, naming the path and ENOSPC.
+func TestDiskFullIsExit3NamingThePath(t *testing.T) {
+	h := newTestHost(t)
+	full := Phase{Name: "full", Run: func(context.Context, *Env, *State) error {
+		return fmt.Errorf("write kubelet configuration: %w", &os.PathError{Op: "write", Path: "/var/lib/kubelet/.config.yaml.tmp-1", Err: syscall.ENOSPC})
+	}}
+	_, err := Run(context.Background(), h.env, &State{Opts: h.options(t)}, []Phase{full}, RunOptions{})
+	if operr.CodeOf(err) != operr.Preflight || !strings.Contains(err.Error(), "/var/lib/kubelet/.config.yaml.tmp-1") || !strings.Contains(err.Error(), "no space left on device") {
+		t.Errorf("got %v (code %d)", err, operr.CodeOf(err))
 	}
 }
