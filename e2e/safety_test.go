@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 
 	"kjoin.dev/kjoin/e2e/framework"
@@ -111,6 +112,30 @@ func TestEtcdDataDirOfAnotherMember(t *testing.T) {
 		t.Fatal("the refused join added an etcd member")
 	}
 
+	// A journal naming someone else's etcd lease (one with another key attached, as the API
+	// server's are): the join must not revoke it.
+	cli, err := c.Etcd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	decoyLease, err := cli.Grant(ctx, 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, "/kjoin-test/not-the-join-lock", "x", clientv3.WithLease(decoyLease.ID)); err != nil {
+		t.Fatal(err)
+	}
+	journal := fmt.Sprintf(`{"node":"cp2","role":"control-plane","completedPhases":[],"files":[],"etcdLockLease":%d}`, decoyLease.ID)
+	if err := os.MkdirAll(c.HostPath("cp2", "/var/lib/kjoin"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(c.HostPath("cp2", "/var/lib/kjoin/journal.json"), []byte(journal), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
 	writeToken(t, c, "cp2", lab.Token)
 	cfg := fmt.Sprintf(`apiVersion: kubeadm.k8s.io/v1beta4
 kind: JoinConfiguration
@@ -138,6 +163,9 @@ timeouts:
 		t.Errorf("the join does not say it kept the data directory:\n%s", tail(failed.Stderr, 20))
 	}
 	intact("after the failed etcd-join")
+	if ttl := leaseTTL(t, c, int64(decoyLease.ID)); ttl <= 0 {
+		t.Errorf("the join revoked lease %x, which holds no join lock (TTL %d)", decoyLease.ID, ttl)
+	}
 	if _, ok := memberOn(t, c, "cp2"); ok {
 		t.Error("the failed join left its learner in etcd")
 	}
