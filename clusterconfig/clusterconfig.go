@@ -12,6 +12,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
+
+	"kjoin.dev/kjoin/versions"
 )
 
 // Arg is a component flag (v1beta4 extraArgs).
@@ -80,10 +82,26 @@ type ClusterConfiguration struct {
 		PodSubnet     string `json:"podSubnet"`
 		DNSDomain     string `json:"dnsDomain"`
 	} `json:"networking"`
+	FeatureGates map[string]bool `json:"featureGates,omitempty"`
 }
 
-// DefaultEtcdImageTag is the etcd image kubeadm v1.37 uses.
-const DefaultEtcdImageTag = "3.7.0-0"
+// Minor is the minor of the cluster's kubernetesVersion (the newest supported one when it
+// cannot be read): the kubeadm whose rules a join renders by.
+func (c *ClusterConfiguration) Minor() int {
+	m, err := versions.Minor(c.KubernetesVersion)
+	if err != nil {
+		return versions.MaxMinor
+	}
+	return m
+}
+
+// FeatureGate reports a kubeadm feature gate, def when the cluster does not set it.
+func (c *ClusterConfiguration) FeatureGate(name string, def bool) bool {
+	if v, ok := c.FeatureGates[name]; ok {
+		return v
+	}
+	return def
+}
 
 // Parse reads a ClusterConfiguration document and applies kubeadm's defaults.
 func Parse(doc []byte) (*ClusterConfiguration, error) {
@@ -117,7 +135,8 @@ func Parse(doc []byte) (*ClusterConfiguration, error) {
 	if c.Etcd.Local != nil {
 		def(&c.Etcd.Local.DataDir, "/var/lib/etcd")
 		def(&c.Etcd.Local.ImageRepository, c.ImageRepository)
-		def(&c.Etcd.Local.ImageTag, DefaultEtcdImageTag)
+		// The etcd image this cluster's kubeadm defaults to: a v1.36 cluster runs etcd 3.6.
+		def(&c.Etcd.Local.ImageTag, versions.EtcdImageTag(c.Minor()))
 	}
 	return c, nil
 }

@@ -22,7 +22,7 @@ func TestParseAppliesKubeadmDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.CertificatesDir != "/etc/kubernetes/pki" || c.Etcd.Local == nil || c.Etcd.Local.DataDir != "/var/lib/etcd" ||
-		c.Image("etcd") != "registry.k8s.io/etcd:"+DefaultEtcdImageTag || c.Image("kube-apiserver") != "registry.k8s.io/kube-apiserver:v1.37.2" ||
+		c.Image("etcd") != "registry.k8s.io/etcd:3.7.0-0" || c.Image("kube-apiserver") != "registry.k8s.io/kube-apiserver:v1.37.2" ||
 		c.CertValidity() != 8760*time.Hour {
 		t.Errorf("defaults: %+v", c)
 	}
@@ -71,5 +71,23 @@ func TestFetch(t *testing.T) {
 	cfg.ControlPlaneEndpoint = "cp:6443"
 	if err := cfg.RequireControlPlaneEndpoint(); err != nil {
 		t.Error(err)
+	}
+}
+
+// A cluster that leaves the etcd image to kubeadm gets the one its own kubeadm defaults to: a
+// kjoin control plane never adds an etcd 3.7 member to a 3.6 cluster.
+func TestEtcdImageFollowsTheClusterMinor(t *testing.T) {
+	for v, tag := range map[string]string{"v1.35.4": "3.6.6-0", "v1.36.3": "3.6.8-0", "v1.37.2": "3.7.0-0"} {
+		c, err := Parse([]byte(strings.Replace(minimal, "v1.37.2", v, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Image("etcd"); got != "registry.k8s.io/etcd:"+tag {
+			t.Errorf("%s: etcd image %s, want tag %s", v, got, tag)
+		}
+	}
+	c, _ := Parse([]byte(minimal + "etcd:\n  local:\n    imageTag: 3.6.4-0\n"))
+	if got := c.Image("etcd"); got != "registry.k8s.io/etcd:3.6.4-0" {
+		t.Errorf("a pinned tag: %s", got)
 	}
 }

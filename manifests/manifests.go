@@ -18,10 +18,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	cc "kjoin.dev/kjoin/clusterconfig"
+	"kjoin.dev/kjoin/versions"
 )
 
 // Node is what is specific to the joining node.
@@ -165,6 +167,17 @@ func controllerManager(c *cc.ClusterConfiguration, n Node) *corev1.Pod {
 	ctr.LivenessProbe = probe("127.0.0.1", "/healthz", corev1.URISchemeHTTPS, 10, 15, 8, 10)
 	ctr.StartupProbe = probe("127.0.0.1", "/healthz", corev1.URISchemeHTTPS, 10, 15, startupFailures(n), 10)
 	vols := append(commonVolumes(c, n), cc.HostPathMount{Name: "kubeconfig", HostPath: kc, MountPath: kc, ReadOnly: true, PathType: corev1.HostPathFileOrCreate})
+	if versions.FlexVolumeMount(c.Minor()) {
+		// Until v1.35 kubeadm mounts the flexvolume plugin directory, writable (plugins talk
+		// to their storage through sockets there).
+		dir := "/usr/libexec/kubernetes/kubelet-plugins/volume/exec"
+		for _, a := range c.ControllerManager.ExtraArgs {
+			if a.Name == "flex-volume-plugin-dir" {
+				dir = a.Value
+			}
+		}
+		vols = append(vols, cc.HostPathMount{Name: "flexvolume-dir", HostPath: dir, MountPath: dir, PathType: corev1.HostPathDirectoryOrCreate})
+	}
 	setVolumes(p, sortedMounts(append(vols, c.ControllerManager.ExtraVolumes...)))
 	return p
 }
@@ -220,8 +233,11 @@ func Etcd(c *cc.ClusterConfiguration, n Node, members []Member) ([]byte, error) 
 		{Name: "peer-client-cert-auth", Value: "true"},
 		{Name: "snapshot-count", Value: "10000"},
 		{Name: "listen-metrics-urls", Value: "http://" + joinHostPort(local, 2381)},
-		{Name: "feature-gates", Value: "InitialCorruptCheck=true"},
-		{Name: "watch-progress-notify-interval", Value: "5s"},
+	}
+	if oldEtcdFlags(c) {
+		args = append(args, cc.Arg{Name: "experimental-initial-corrupt-check", Value: "true"}, cc.Arg{Name: "experimental-watch-progress-notify-interval", Value: "5s"})
+	} else {
+		args = append(args, cc.Arg{Name: "feature-gates", Value: "InitialCorruptCheck=true"}, cc.Arg{Name: "watch-progress-notify-interval", Value: "5s"})
 	}
 	if len(members) == 0 {
 		args = append(args, cc.Arg{Name: "initial-cluster", Value: n.Name + "=" + peerURL})
@@ -256,6 +272,16 @@ func removeArg(args []cc.Arg, name string) []cc.Arg {
 		}
 	}
 	return out
+}
+
+// oldEtcdFlags: v1.35's kubeadm gives an etcd older than 3.6 its experimental-* flags (later
+// kubeadms always give the 3.6 names).
+func oldEtcdFlags(c *cc.ClusterConfiguration) bool {
+	if c.Minor() > 35 || c.Etcd.Local == nil {
+		return false
+	}
+	v, err := version.ParseSemantic(c.Etcd.Local.ImageTag)
+	return err == nil && v.LessThan(version.MustParseSemantic("3.6.0"))
 }
 
 func commonVolumes(c *cc.ClusterConfiguration, n Node) []cc.HostPathMount {

@@ -11,7 +11,6 @@ import (
 	"context"
 	"crypto/x509"
 	"fmt"
-	"kjoin.dev/kjoin/tlsbootstrap"
 	"net"
 	"net/http"
 	"sort"
@@ -26,6 +25,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"kjoin.dev/kjoin/etcd"
+	"kjoin.dev/kjoin/tlsbootstrap"
 )
 
 // Status of a check.

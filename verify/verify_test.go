@@ -8,7 +8,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
-	"kjoin.dev/kjoin/pki"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -26,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"kjoin.dev/kjoin/etcd"
+	"kjoin.dev/kjoin/pki"
 )
 
 var now = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
@@ -186,7 +186,11 @@ func TestFaultsAreNamed(t *testing.T) {
 		{name: "lease not renewing", node: "w2", id: "node.lease", want: "not renewing",
 			objs: []runtime.Object{node("w2", corev1.ConditionTrue, false), lease("w2", 2*time.Minute)}},
 		{name: "lease held by another", node: "w2", id: "node.lease", want: "not held by the node",
-			objs: []runtime.Object{node("w2", corev1.ConditionTrue, false), func() *coordinationv1.Lease { l := lease("w2", time.Second); l.Spec.HolderIdentity = ptr.To("w9"); return l }()}},
+			objs: []runtime.Object{node("w2", corev1.ConditionTrue, false), func() *coordinationv1.Lease {
+				l := lease("w2", time.Second)
+				l.Spec.HolderIdentity = ptr.To("w9")
+				return l
+			}()}},
 		{name: "no lease", node: "w2", id: "node.lease", want: "no Lease",
 			objs: []runtime.Object{node("w2", corev1.ConditionTrue, false)}},
 		{name: "no pod CIDR", node: "w2", id: "node.podcidr", want: "no pod CIDR",
