@@ -208,7 +208,7 @@ nodeRegistration:
 		c.Host(t, "w4")
 		writeToken(t, c, "w4", lab.Token)
 		base := []string{lab.Endpoint(), "--token-file", "/run/lab/token", "--discovery-token-ca-cert-hash", c.CAHash}
-		for _, p := range []string{"preflight", "discovery", "tls-bootstrap", "kubelet-config", "kubelet-start", "wait-ready"} {
+		for _, p := range []string{"preflight", "discovery", "version-check", "tls-bootstrap", "kubelet-config", "kubelet-start", "wait-ready"} {
 			r := c.MustRun(t, "w4", append([]string{"kjoin", "join", "phase", p}, append(base, "-o", "json")...)...)
 			var out joinJSON
 			if err := json.Unmarshal([]byte(r.Stdout), &out); err != nil {

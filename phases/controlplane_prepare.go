@@ -7,7 +7,6 @@ import (
 	"os"
 	"path"
 	"slices"
-	"strings"
 
 	"kjoin.dev/kjoin/certs"
 	cc "kjoin.dev/kjoin/clusterconfig"
@@ -15,6 +14,7 @@ import (
 	"kjoin.dev/kjoin/manifests"
 	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/patches"
+	"kjoin.dev/kjoin/versions"
 )
 
 // ControlPlanePrepare gets a control-plane node ready before its kubelet starts: it reads the
@@ -45,6 +45,9 @@ func runControlPlanePrepare(ctx context.Context, e *Env, s *State) error {
 	}
 	s.Cluster = cfg
 	if err := cfg.RequireControlPlaneEndpoint(); err != nil {
+		return err
+	}
+	if err := checkControlPlaneKubelet(e, s); err != nil {
 		return err
 	}
 	if err := checkJoinEtcdDataDir(e, s); err != nil {
@@ -168,12 +171,29 @@ func checkJoinEtcdDataDir(e *Env, s *State) error {
 	}
 	name := etcdDataCheckName(l.DataDir)
 	what := fmt.Sprintf("%s is not empty: it may hold another etcd member's data", path.Clean(l.DataDir))
-	if s.Opts.IgnorePreflight["all"] || s.Opts.IgnorePreflight[strings.ToLower(name)] {
+	if ignored(s, name) {
 		s.Warn(e, "control-plane-prepare", "[%s]: %s (ignored; a failed join will not delete it)", name, what)
 		return nil
 	}
 	return operr.Newf(operr.Preflight, "1 preflight check(s) failed:\n\t[ERROR %s]: %s", name, what).
 		WithHint("move that data away (a backup, or kjoin reset of the node's earlier join), or make the check non-fatal with --ignore-preflight-errors=" + name)
+}
+
+// checkControlPlaneKubelet applies kubeadm's kubelet rule for control planes: the kubelet is
+// not newer than the cluster's kubernetesVersion (version-check read the kubelet's version).
+func checkControlPlaneKubelet(e *Env, s *State) error {
+	if s.KubeletVersion == "" || s.ClusterVersion == "" {
+		return nil
+	}
+	err := versions.CheckKubelet(s.KubeletVersion, s.ClusterVersion, s.Cluster.KubernetesVersion)
+	if err == nil {
+		return nil
+	}
+	if ignored(s, "KubeletVersion") {
+		s.Warn(e, "control-plane-prepare", "[KubeletVersion]: %v (ignored)", err)
+		return nil
+	}
+	return preflightError([]string{"[ERROR KubeletVersion]: " + err.Error()})
 }
 
 // renderControlPlane renders the kube-apiserver, kube-controller-manager and kube-scheduler

@@ -108,7 +108,7 @@ func runPreflight(ctx context.Context, e *Env, s *State) error {
 		if err == nil {
 			continue
 		}
-		if s.Opts.IgnorePreflight["all"] || s.Opts.IgnorePreflight[strings.ToLower(c.name)] {
+		if ignored(s, c.name) {
 			s.Warn(e, "preflight", "[%s]: %v (ignored)", c.name, err)
 			continue
 		}
@@ -116,11 +116,7 @@ func runPreflight(ctx context.Context, e *Env, s *State) error {
 	}
 	if len(failed) > 0 {
 		sort.Strings(failed)
-		return &operr.Error{
-			Code: operr.Preflight,
-			What: fmt.Sprintf("%d preflight check(s) failed:\n\t%s", len(failed), strings.Join(failed, "\n\t")),
-			Hint: "fix them, or make a check non-fatal with --ignore-preflight-errors=<name>,... ('all' ignores every check)",
-		}
+		return preflightError(failed)
 	}
 	e.Logf("preflight", "node %q, container runtime %s: checks passed", s.Opts.NodeName, s.Opts.CRISocket)
 	if s.Own {

@@ -31,7 +31,7 @@ type Phase struct {
 
 // Join is the join workflow, in order. (ResetWorkflow undoes it.)
 var Join = []Phase{
-	Preflight, Discovery, ControlPlanePrepare, TLSBootstrap, KubeletConfig, KubeletStart,
+	Preflight, Discovery, VersionCheck, ControlPlanePrepare, TLSBootstrap, KubeletConfig, KubeletStart,
 	EtcdJoin, ControlPlaneStart, MarkControlPlane, WaitControlPlane, WaitReady,
 }
 

@@ -104,6 +104,10 @@ type State struct {
 	Discovery       *discovery.Result
 	BootstrapClient kubernetes.Interface
 
+	// Versions: the API server's and the local kubelet's (version-check).
+	ClusterVersion string
+	KubeletVersion string
+
 	// Cluster configuration fetched with the bootstrap identity.
 	Cluster *clusterconfig.ClusterConfiguration
 

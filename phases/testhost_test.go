@@ -18,6 +18,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/version"
+	fakediscovery "k8s.io/client-go/discovery/fake"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
@@ -53,6 +55,8 @@ type fakeRunner struct {
 	client *fake.Clientset
 	node   string
 	active bool // the kubelet runs
+	// kubeletVersion is what kubelet --version answers (default v1.37.2).
+	kubeletVersion string
 }
 
 func (f *fakeRunner) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
@@ -65,6 +69,13 @@ func (f *fakeRunner) Run(ctx context.Context, name string, args ...string) ([]by
 	}
 	if strings.HasPrefix(cmd, "systemctl is-active") {
 		return nil, os.ErrNotExist
+	}
+	if cmd == "kubelet --version" {
+		v := f.kubeletVersion
+		if v == "" {
+			v = "v1.37.2"
+		}
+		return []byte("Kubernetes " + v + "\n"), nil
 	}
 	if cmd == "systemctl stop kubelet" {
 		f.active = false
@@ -108,6 +119,7 @@ func newTestHost(t *testing.T, objs ...runtime.Object) *testHost {
 	}
 	objs = append(objs, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kubelet-config", Namespace: "kube-system"}, Data: map[string]string{"kubelet": clusterKubeletConfig}})
 	client := fake.NewClientset(objs...)
+	client.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{GitVersion: "v1.37.2", Major: "1", Minor: "37"}
 	h := &testHost{client: client, runner: &fakeRunner{client: client, node: "w1"}, out: &bytes.Buffer{}, root: root}
 	h.server = discoverytest.New(t, "https://cp.example:6443", testToken)
 	csrCount := 0
@@ -217,7 +229,7 @@ func TestJoinWorkerWritesKubeadmLayout(t *testing.T) {
 		}
 		golden(t, f.golden, b)
 	}
-	want := []string{"systemctl is-active --quiet systemd-resolved", "systemctl daemon-reload", "systemctl enable kubelet", "systemctl restart kubelet"}
+	want := []string{"kubelet --version", "systemctl is-active --quiet systemd-resolved", "systemctl daemon-reload", "systemctl enable kubelet", "systemctl restart kubelet"}
 	if strings.Join(h.runner.calls, "\n") != strings.Join(want, "\n") {
 		t.Errorf("commands:\n%s\nwant:\n%s", strings.Join(h.runner.calls, "\n"), strings.Join(want, "\n"))
 	}

@@ -122,6 +122,8 @@ type JoinReport struct {
 	Role              string                `json:"role"`
 	Endpoint          string                `json:"endpoint,omitempty"`
 	CAPin             string                `json:"caCertHash,omitempty"`
+	ClusterVersion    string                `json:"clusterVersion,omitempty"`
+	KubeletVersion    string                `json:"kubeletVersion,omitempty"`
 	ClientCertificate string                `json:"clientCertificate,omitempty"`
 	CSR               string                `json:"csr,omitempty"`
 	RegisteredAfterMs int64                 `json:"registeredAfterMs,omitempty"`
@@ -177,6 +179,7 @@ func runJoin(cmd *cobra.Command, deps *Deps, o *JoinOptions) error {
 	}
 	report := JoinReport{
 		Changed: s.Changed(), Node: s.Opts.NodeName, Role: "worker", Endpoint: token.Redact(s.Opts.Endpoint),
+		ClusterVersion: s.ClusterVersion, KubeletVersion: s.KubeletVersion,
 		ClientCertificate: s.ClientCertPath, CSR: s.CSRName, Ready: s.Ready, DryRun: s.Opts.DryRun,
 		RegisteredAfterMs: s.RegisteredAfter.Milliseconds(), ReadyAfterMs: s.ReadyAfter.Milliseconds(),
 		PlannedWrites: s.PlannedWrites, PlannedActions: s.PlannedAPI, Phases: results, Warnings: s.Warnings,
