@@ -97,3 +97,48 @@ func TestExtraArgsOverrideAndAppend(t *testing.T) {
 		t.Errorf("extraArgs not applied:\n%s", s)
 	}
 }
+
+// TestRenderMatchesKubeadmOfEachMinor: for a cluster at each supported minor that leaves every
+// image to its kubeadm's defaults, kjoin renders byte for byte what that minor's real kubeadm
+// writes for the same node (testdata/kubeadm/<version>, from e2e/scripts/golden-manifests.sh):
+// v1.35 with its flexvolume mount, each with its own etcd image.
+func TestRenderMatchesKubeadmOfEachMinor(t *testing.T) {
+	dirs, _ := filepath.Glob(filepath.Join("testdata", "kubeadm", "v1.*"))
+	if len(dirs) < 3 {
+		t.Fatalf("golden manifests for %d minors, want every supported one (e2e/scripts/golden-manifests.sh)", len(dirs))
+	}
+	debian := map[string]bool{"/etc/ca-certificates": true, "/usr/share/ca-certificates": true, "/usr/local/share/ca-certificates": true}
+	n := Node{Name: "cp2", AdvertiseAddress: "10.77.0.12", BindPort: 6443, HostDirExists: func(d string) bool { return debian[d] }}
+	for _, dir := range dirs {
+		v := filepath.Base(dir)
+		t.Run(v, func(t *testing.T) {
+			kv, err := os.ReadFile(filepath.Join(dir, "kubeadm-version"))
+			if err != nil || strings.TrimSpace(string(kv)) != v {
+				t.Fatalf("%s was not written by kubeadm %s (%q, %v)", dir, v, kv, err)
+			}
+			c, err := cc.Parse([]byte("apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nkubernetesVersion: " + v +
+				"\ncontrolPlaneEndpoint: control-plane.lab:6443\nnetworking:\n  podSubnet: 10.244.0.0/16\n  serviceSubnet: 10.96.0.0/12\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cp, err := ControlPlane(c, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			etcd, err := Etcd(c, n, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cp["etcd"] = etcd
+			for name, got := range cp {
+				want, err := os.ReadFile(filepath.Join(dir, name+".yaml"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, want) {
+					t.Errorf("%s differs from kubeadm %s's:\n--- kjoin\n%s\n--- kubeadm\n%s", name, v, got, want)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Writes real kubeadm's static-pod manifests for one node (cp2, 10.77.0.12) of a cluster that
+# leaves every image to kubeadm's defaults, once per supported minor, into
+# manifests/testdata/kubeadm/<version>/ (TestRenderMatchesKubeadmOfEachMinor compares kjoin's
+# render with them). Each minor's kubeadm is built from its own nested module
+# (e2e/components[/v1.MINOR]). kubeadm's dry-run writes under /etc/kubernetes/tmp: run as root
+# on a machine that is not a Kubernetes node.
+# Usage: golden-manifests.sh [VERSION...]   (default: v1.35.4 v1.36.3 v1.37.2)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+versions=("$@")
+[ ${#versions[@]} -gt 0 ] || versions=(v1.35.4 v1.36.3 v1.37.2)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+if [ -e /etc/kubernetes ] && [ -n "$(ls -A /etc/kubernetes | grep -v '^tmp$' || true)" ]; then
+  echo "/etc/kubernetes holds files: this looks like a node; refusing to run kubeadm here" >&2; exit 1
+fi
+for v in "${versions[@]}"; do
+  minor=${v#v1.}; minor=${minor%%.*}
+  mod="$repo/e2e/components/v1.$minor"; [ -f "$mod/go.mod" ] || mod="$repo/e2e/components"
+  grep -q "k8s.io/kubernetes $v" "$mod/go.mod" || { echo "$mod does not pin k8s.io/kubernetes $v" >&2; exit 1; }
+  ld="-s -w -X k8s.io/component-base/version.gitVersion=$v -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
+  (cd "$mod" && CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "$work/kubeadm-$v" k8s.io/kubernetes/cmd/kubeadm)
+  out="$repo/manifests/testdata/kubeadm/$v"
+  mkdir -p "$out"
+  cat > "$out/kubeadm-config.yaml" <<CFG
+apiVersion: kubeadm.k8s.io/v1beta4
+kind: InitConfiguration
+localAPIEndpoint:
+  advertiseAddress: 10.77.0.12
+  bindPort: 6443
+nodeRegistration:
+  name: cp2
+  criSocket: unix:///run/containerd/containerd.sock
+---
+apiVersion: kubeadm.k8s.io/v1beta4
+kind: ClusterConfiguration
+kubernetesVersion: $v
+controlPlaneEndpoint: control-plane.lab:6443
+networking:
+  podSubnet: 10.244.0.0/16
+  serviceSubnet: 10.96.0.0/12
+CFG
+  for phase in "control-plane all" "etcd local"; do
+    rm -rf /etc/kubernetes/tmp
+    # shellcheck disable=SC2086
+    "$work/kubeadm-$v" init phase $phase --config "$out/kubeadm-config.yaml" --dry-run > "$work/log" 2>&1 || { cat "$work/log" >&2; exit 1; }
+    cp /etc/kubernetes/tmp/kubeadm-init-dryrun*/*.yaml "$out/"
+  done
+  "$work/kubeadm-$v" version -o short > "$out/kubeadm-version"
+  echo "wrote $out ($(cat "$out/kubeadm-version"))" >&2
+done
+rm -rf /etc/kubernetes/tmp
+rmdir /etc/kubernetes 2>/dev/null || true
