@@ -50,16 +50,20 @@ type NodeRegistration struct {
 
 // Discovery is JoinConfiguration.discovery.
 type Discovery struct {
-	BootstrapToken *struct {
-		Token                    string   `json:"token,omitempty"`
-		APIServerEndpoint        string   `json:"apiServerEndpoint,omitempty"`
-		CACertHashes             []string `json:"caCertHashes,omitempty"`
-		UnsafeSkipCAVerification bool     `json:"unsafeSkipCAVerification,omitempty"`
-	} `json:"bootstrapToken,omitempty"`
-	File *struct {
-		KubeConfigPath string `json:"kubeConfigPath,omitempty"`
-	} `json:"file,omitempty"`
-	TLSBootstrapToken string `json:"tlsBootstrapToken,omitempty"`
+	BootstrapToken    *bootstrapTokenDiscovery `json:"bootstrapToken,omitempty"`
+	File              *fileDiscovery           `json:"file,omitempty"`
+	TLSBootstrapToken string                   `json:"tlsBootstrapToken,omitempty"`
+}
+
+type bootstrapTokenDiscovery struct {
+	Token                    string   `json:"token,omitempty"`
+	APIServerEndpoint        string   `json:"apiServerEndpoint,omitempty"`
+	CACertHashes             []string `json:"caCertHashes,omitempty"`
+	UnsafeSkipCAVerification bool     `json:"unsafeSkipCAVerification,omitempty"`
+}
+
+type fileDiscovery struct {
+	KubeConfigPath string `json:"kubeConfigPath,omitempty"`
 }
 
 // ControlPlane is JoinConfiguration.controlPlane.
@@ -121,7 +125,7 @@ func Decode(data []byte, warn func(string)) (*JoinConfiguration, error) {
 			warn(fmt.Sprintf("ignoring %s %s in the config file", head.APIVersion, head.Kind))
 			continue
 		}
-		if head.APIVersion != APIVersion {
+		if head.APIVersion != APIVersion && head.APIVersion != APIVersionV1beta3 {
 			return nil, fmt.Errorf("JoinConfiguration %s is not supported; use %s (kubeadm config migrate converts older files)", head.APIVersion, APIVersion)
 		}
 		if found != nil {
@@ -130,6 +134,13 @@ func Decode(data []byte, warn func(string)) (*JoinConfiguration, error) {
 		j, err := sigsyaml.YAMLToJSON(doc)
 		if err != nil {
 			return nil, err
+		}
+		if head.APIVersion == APIVersionV1beta3 {
+			warn(fmt.Sprintf("the config file uses the deprecated JoinConfiguration %s (kubeadm v1.37 no longer reads it); kubeadm config migrate --old-config FILE --new-config NEW writes %s", APIVersionV1beta3, APIVersion))
+			if found, err = decodeV1beta3(j); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		jc := &JoinConfiguration{}
 		strict, err := sigsjson.UnmarshalStrict(j, jc)

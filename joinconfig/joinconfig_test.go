@@ -138,8 +138,8 @@ func TestBadInputs(t *testing.T) {
 			*f = Flags{Output: "text", ConfigPath: config("nodeRegistraton:\n  name: x\ndiscovery:\n  bootstrapToken:\n    apiServerEndpoint: 10.0.0.1:6443\n    token: " + goodToken + "\n    unsafeSkipCAVerification: true\n")}
 		}, nil, []string{"nodeRegistraton"}},
 		{"config old version", func(f *Flags) {
-			*f = Flags{Output: "text", ConfigPath: writeFile(t, cfgDir, "old.yaml", "apiVersion: kubeadm.k8s.io/v1beta3\nkind: JoinConfiguration\n", 0o600)}
-		}, nil, []string{"v1beta3"}},
+			*f = Flags{Output: "text", ConfigPath: writeFile(t, cfgDir, "old.yaml", "apiVersion: kubeadm.k8s.io/v1beta2\nkind: JoinConfiguration\n", 0o600)}
+		}, nil, []string{"v1beta2"}},
 		{"config no discovery", func(f *Flags) { *f = Flags{Output: "text", ConfigPath: config("nodeRegistration:\n  name: x\n")} }, nil, []string{"JoinConfiguration discovery"}},
 		{"config bad endpoint", func(f *Flags) {
 			*f = Flags{Output: "text", ConfigPath: config("discovery:\n  bootstrapToken:\n    apiServerEndpoint: 10.0.0.1:70000\n    token: " + goodToken + "\n    caCertHashes: [" + goodPin + "]\n")}
@@ -261,6 +261,47 @@ timeouts:
 	// bootstraps the kubelet.
 	if o.TLSBootstrapToken != o.DiscoveryToken || o.TLSBootstrapToken.ID == "" {
 		t.Errorf("TLS bootstrap token %q, want the discovery token %q", o.TLSBootstrapToken.ID, o.DiscoveryToken.ID)
+	}
+}
+
+// v1beta3 (still read by kubeadm v1.35 and v1.36) is read with a deprecation warning naming
+// it, converted as kubeadm converts it: the kubeletExtraArgs map becomes sorted name/value
+// pairs, discovery.timeout becomes timeouts.discovery; an unknown field is still an error.
+func TestConfigV1beta3IsConvertedWithAWarning(t *testing.T) {
+	dir := t.TempDir()
+	p := writeFile(t, dir, "join.yaml", `apiVersion: kubeadm.k8s.io/v1beta3
+kind: JoinConfiguration
+nodeRegistration:
+  name: n1
+  kubeletExtraArgs:
+    v: "2"
+    node-labels: a=b
+  taints:
+  - {key: dedicated, value: db, effect: NoSchedule}
+discovery:
+  bootstrapToken:
+    apiServerEndpoint: 10.0.0.1:6443
+    token: `+goodToken+`
+    caCertHashes: [`+goodPin+`]
+  timeout: 45s
+`, 0o600)
+	res, err := resolve(t, Flags{ConfigPath: p, Output: "text", Wait: "true", WaitReadyTimeout: time.Minute}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := res.Options
+	if o.Timeouts.Discovery != 45*time.Second || o.NodeName != "n1" || len(o.Taints) != 1 || o.Taints[0].Value != "db" {
+		t.Errorf("options %+v", o)
+	}
+	if len(o.KubeletExtraArgs) != 2 || o.KubeletExtraArgs[0].Name != "node-labels" || o.KubeletExtraArgs[1].Name != "v" || o.KubeletExtraArgs[1].Value != "2" {
+		t.Errorf("kubeletExtraArgs %+v, want sorted by name", o.KubeletExtraArgs)
+	}
+	if w := strings.Join(res.Warnings, "\n"); !strings.Contains(w, "deprecated JoinConfiguration kubeadm.k8s.io/v1beta3") {
+		t.Errorf("no deprecation warning naming v1beta3: %q", w)
+	}
+	bad := writeFile(t, dir, "bad.yaml", "apiVersion: kubeadm.k8s.io/v1beta3\nkind: JoinConfiguration\ntimeouts: {discovery: 1s}\n", 0o600)
+	if _, err := resolve(t, Flags{ConfigPath: bad, Output: "text"}, nil); err == nil || !strings.Contains(err.Error(), "timeouts") {
+		t.Errorf("v1beta3 has no timeouts field: %v", err)
 	}
 }
 
