@@ -47,7 +47,10 @@ type joinJSON struct {
 	CAPin   string `json:"caCertHash"`
 	Ready   bool   `json:"ready"`
 	CSR     string `json:"csr"`
-	Phases  []struct {
+	// Versions the join read: the API server's and the local kubelet's.
+	ClusterVersion string `json:"clusterVersion"`
+	KubeletVersion string `json:"kubeletVersion"`
+	Phases         []struct {
 		Name   string `json:"name"`
 		Status string `json:"status"`
 	} `json:"phases"`

@@ -45,10 +45,12 @@ func (l *Lab) nsenterArgs(host string) []string {
 	}
 }
 
-// hostEnv is the environment of every command run on a host: the lab tools first on PATH.
+// hostEnv is the environment of every command run on a host: the host's and the lab's tools
+// first on PATH.
 func hostEnv(root string) []string {
 	return []string{
-		"PATH=" + filepath.Join(root, "bin") + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		// /run/lab/bin is the host's own (a kubelet of another version, UseKubelet), then the lab's.
+		"PATH=/run/lab/bin:" + filepath.Join(root, "bin") + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"HOME=/root",
 		"LANG=C.UTF-8",
 	}

@@ -124,6 +124,22 @@ func (l *Lab) AddHost(ctx context.Context, name string, logf func(string, ...any
 	return h, nil
 }
 
+// UseKubelet makes a host run another kubelet version (a skewed worker): the build's
+// kubelet-<version> comes first on the host's PATH. Call it before the host's kubelet starts.
+func (l *Lab) UseKubelet(host, version string) error {
+	bin := filepath.Join(l.BinDir, "kubelet-"+version)
+	if _, err := os.Stat(bin); err != nil {
+		return fmt.Errorf("no kubelet %s in the component build (e2e/components/build.sh SKEW_KUBELETS): %w", version, err)
+	}
+	dir := l.HostPath(host, "/run/lab/bin")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	link := filepath.Join(dir, "kubelet")
+	_ = os.Remove(link)
+	return os.Symlink(bin, link)
+}
+
 func (l *Lab) hostAlive(name string) bool {
 	_, err1 := os.Stat(filepath.Join("/run/netns", nsName(name)))
 	return err1 == nil && isMountPoint(filepath.Join(hostsDir, nsName(name)+".mnt"))
