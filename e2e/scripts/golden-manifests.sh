@@ -3,8 +3,9 @@
 # leaves every image to kubeadm's defaults, once per supported minor, into
 # manifests/testdata/kubeadm/<version>/ (TestRenderMatchesKubeadmOfEachMinor compares kjoin's
 # render with them). Each minor's kubeadm is built from its own nested module
-# (e2e/components[/v1.MINOR]). kubeadm's dry-run writes under /etc/kubernetes/tmp: run as root
-# on a machine that is not a Kubernetes node.
+# (e2e/components[/v1.MINOR]). kubeadm's dry-run writes under /etc/kubernetes/tmp: it runs in a
+# private mount namespace with a tmpfs there (root, unshare), so the machine's /etc/kubernetes,
+# and a running lab's hosts bound onto it, are never touched.
 # Usage: golden-manifests.sh [VERSION...]   (default: v1.35.4 v1.36.3 v1.37.2)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -13,9 +14,6 @@ versions=("$@")
 [ ${#versions[@]} -gt 0 ] || versions=(v1.35.4 v1.36.3 v1.37.2)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-if [ -e /etc/kubernetes ] && [ -n "$(ls -A /etc/kubernetes | grep -v '^tmp$' || true)" ]; then
-  echo "/etc/kubernetes holds files: this looks like a node; refusing to run kubeadm here" >&2; exit 1
-fi
 for v in "${versions[@]}"; do
   minor=${v#v1.}; minor=${minor%%.*}
   mod="$repo/e2e/components/v1.$minor"; [ -f "$mod/go.mod" ] || mod="$repo/e2e/components"
@@ -42,14 +40,14 @@ networking:
   podSubnet: 10.244.0.0/16
   serviceSubnet: 10.96.0.0/12
 CFG
-  for phase in "control-plane all" "etcd local"; do
-    rm -rf /etc/kubernetes/tmp
-    # shellcheck disable=SC2086
-    "$work/kubeadm-$v" init phase $phase --config "$out/kubeadm-config.yaml" --dry-run > "$work/log" 2>&1 || { cat "$work/log" >&2; exit 1; }
-    cp /etc/kubernetes/tmp/kubeadm-init-dryrun*/*.yaml "$out/"
-  done
+  mkdir -p /etc/kubernetes  # the mount point (an empty directory) for the private tmpfs
+  # shellcheck disable=SC2016
+  unshare --mount --propagation private sh -ec '
+    mount -t tmpfs tmpfs /etc/kubernetes
+    for phase in "control-plane all" "etcd local"; do
+      "$1" init phase $phase --config "$2/kubeadm-config.yaml" --dry-run > "$3/log" 2>&1 || { cat "$3/log" >&2; exit 1; }
+    done
+    cp /etc/kubernetes/tmp/kubeadm-init-dryrun*/*.yaml "$2/"' sh "$work/kubeadm-$v" "$out" "$work"
   "$work/kubeadm-$v" version -o short > "$out/kubeadm-version"
   echo "wrote $out ($(cat "$out/kubeadm-version"))" >&2
 done
-rm -rf /etc/kubernetes/tmp
-rmdir /etc/kubernetes 2>/dev/null || true
