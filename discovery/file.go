@@ -45,7 +45,8 @@ func File(ctx context.Context, location string, timeout time.Duration, client *h
 	}
 	cfg, err := clientcmd.Load(data)
 	if err != nil {
-		return nil, operr.Wrap(operr.Trust, err, "the discovery file is not a kubeconfig", "")
+		// The file may come from an https server not yet trusted: its bytes are quoted briefly.
+		return nil, operr.Newf(operr.Trust, "the discovery file is not a kubeconfig: %s", Quote(err.Error()))
 	}
 	cluster, err := SelectCluster(cfg)
 	if err != nil {
