@@ -5,7 +5,7 @@ export KJOIN_CACHE ?= /var/cache/kjoin
 export KJOIN_ARTIFACTS ?= $(CURDIR)/_artifacts
 E2E_TIMEOUT ?= 70m
 
-.PHONY: all build check fuzz mutants test dist e2e components lab-up lab-down lab-status demo bench clean
+.PHONY: all build check fuzz mutants test dist e2e components lab-up lab-down lab-status demo bench matrix clean
 
 all: build
 
@@ -80,6 +80,14 @@ bench: build components
 	  KJOIN_COMPONENTS=$$(e2e/components/build.sh) $(GO) run ./e2e/cmd/benchreport -samples BENCHMARKS.samples.jsonl -out BENCHMARKS.md \
 	    -command "make bench BENCH_ROUNDS=$(BENCH_ROUNDS) BENCH_CP_ROUNDS=$(BENCH_CP_ROUNDS) BENCH_PARALLEL_ROUNDS=$(BENCH_PARALLEL_ROUNDS) BENCH_STORM=$(BENCH_STORM)"; \
 	else exit $$status; fi
+
+## matrix: the compatibility matrix: one compact suite per cell, each on a fresh lab at the
+## cell's Kubernetes version (cluster VERSION, or VERSION:kubelet-KVERSION for a skewed worker);
+## raw results in COMPATIBILITY.results.jsonl, COMPATIBILITY.md generated from them
+MATRIX_CELLS ?= v1.37.2 v1.36.3 v1.35.4 v1.37.2:kubelet-v1.34.4 v1.37.2:kubelet-v1.35.4 v1.37.2:kubelet-v1.36.3
+matrix: build
+	e2e/scripts/install-deps.sh
+	e2e/scripts/matrix.sh $(MATRIX_CELLS)
 
 ## demo: lab up, kjoin a worker and a control plane, show nodes and etcd members
 demo: build components

@@ -1,15 +1,28 @@
 #!/usr/bin/env bash
 # Builds the lab's real Kubernetes and etcd programs into a cache keyed by version.
-# Usage: build.sh  -> prints the bin directory. Idempotent: a complete cache is reused.
+# Usage: [KJOIN_K8S_VERSION=v1.36.3] build.sh  -> prints the bin directory. Idempotent: a
+# complete cache is reused. One nested module per Kubernetes minor (this directory for v1.37,
+# v1.MINOR/ for the others); each minor gets the etcd its kubeadm defaults to (etcd-vX.Y.Z/).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-K8S_VERSION=v1.37.2
-ETCD_VERSION=v3.7.0
+K8S_VERSION=${KJOIN_K8S_VERSION:-v1.37.2}
+minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
+case $minor in
+  35) ETCD_VERSION=v3.6.6 ;;
+  36) ETCD_VERSION=v3.6.8 ;;
+  37) ETCD_VERSION=v3.7.0 ;;
+  *) echo "Kubernetes $K8S_VERSION is outside the lab's versions (v1.35-v1.37)" >&2; exit 2 ;;
+esac
+k8smod=$here; [ "$minor" = 37 ] || k8smod=$here/v1.$minor
+etcdmod=$here; [ "$minor" = 37 ] || etcdmod=$here/etcd-$ETCD_VERSION
+grep -q "k8s.io/kubernetes $K8S_VERSION" "$k8smod/go.mod" || { echo "$k8smod does not pin k8s.io/kubernetes $K8S_VERSION" >&2; exit 2; }
 cache=${KJOIN_CACHE:-/var/cache/kjoin}
-bin="$cache/components/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-$(sha256sum "$here/go.sum" | cut -c1-12)/bin"
+key=$(sha256sum "$here/go.sum" | cut -c1-12)
+[ "$minor" = 37 ] || key=$(cat "$k8smod/go.sum" "$etcdmod/go.sum" | sha256sum | cut -c1-12)
+bin="$cache/components/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-$key/bin"
 # Older kubelets for skewed workers, each built from its minor's nested module into a cache
 # keyed by that module's go.sum, linked into bin as kubelet-vX.Y.Z.
-SKEW_KUBELETS=(v1.34.4)
+read -r -a SKEW_KUBELETS <<< "${KJOIN_SKEW_KUBELETS:-v1.34.4}"
 skew_kubelets() {
   for v in "${SKEW_KUBELETS[@]}"; do
     local m=${v#v1.}; m=${m%%.*}
@@ -30,7 +43,7 @@ progs=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubead
 missing=()
 for p in "${progs[@]}"; do [ -x "$bin/$p" ] || missing+=("$p"); done
 mkdir -p "$bin"
-skew_kubelets
+[ "$minor" != 37 ] || skew_kubelets
 if [ ${#missing[@]} -eq 0 ]; then echo "$bin"; exit 0; fi
 minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
 kver="-X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
@@ -40,11 +53,11 @@ export CGO_ENABLED=0
 for p in "${missing[@]}"; do
   start=$(date +%s)
   case $p in
-    etcd) pkg=go.etcd.io/etcd/server/v3; ld="-s -w $ever" ;;
-    *) pkg=k8s.io/kubernetes/cmd/$p; ld="-s -w $kver" ;;
+    etcd) pkg=go.etcd.io/etcd/server/v3; ld="-s -w $ever"; dir=$etcdmod ;;
+    *) pkg=k8s.io/kubernetes/cmd/$p; ld="-s -w $kver"; dir=$k8smod ;;
   esac
-  echo "building $p ($pkg)" >&2
-  go build -trimpath -ldflags "$ld" -o "$bin/.$p.tmp" "$pkg"
+  echo "building $p ($pkg, in $dir)" >&2
+  (cd "$dir" && go build -trimpath -ldflags "$ld" -o "$bin/.$p.tmp" "$pkg")
   mv "$bin/.$p.tmp" "$bin/$p"
   echo "built $p in $(( $(date +%s) - start ))s" >&2
 done

@@ -258,7 +258,7 @@ func (l *Lab) writeContainerdConfig(ctx context.Context, h *Host) error {
 	}
 	cfg := string(out)
 	cfg = reOOM.ReplaceAllString(cfg, "restrict_oom_score_adj = true")
-	cfg = reSandbox.ReplaceAllString(cfg, fmt.Sprintf("sandbox_image = %q", PauseImage))
+	cfg = reSandbox.ReplaceAllString(cfg, fmt.Sprintf("sandbox_image = %q", l.PauseImage))
 	cfg = reCNIBin.ReplaceAllString(cfg, `bin_dir = "/usr/lib/cni"`)
 	cfg = reSystemd.ReplaceAllString(cfg, "SystemdCgroup = false")
 	return os.WriteFile(filepath.Join(l.hostDir(h.Name), bindDirName("/run/lab"), "containerd.toml"), []byte(cfg), 0o644)

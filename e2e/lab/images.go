@@ -30,9 +30,46 @@ type imageSpec struct {
 	entrypoint []string
 }
 
+// readVersions reads the components' Kubernetes version from their kubeadm and the images that
+// kubeadm names for the lab's configuration (every image left to its defaults).
+func (l *Lab) readVersions(ctx context.Context) error {
+	kubeadm := filepath.Join(l.BinDir, "kubeadm")
+	out, err := exec.CommandContext(ctx, kubeadm, "version", "-o", "short").Output()
+	if err != nil {
+		return fmt.Errorf("%s version: %w", kubeadm, err)
+	}
+	l.K8sVersion = strings.TrimSpace(string(out))
+	dir, err := os.MkdirTemp("", "kjoin-lab-images")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	cfg := filepath.Join(dir, "kubeadm-init.yaml")
+	if err := os.WriteFile(cfg, []byte(l.InitConfig("10.77.0.11")), 0o600); err != nil {
+		return err
+	}
+	out, err = exec.CommandContext(ctx, kubeadm, "config", "images", "list", "--config", cfg).Output()
+	if err != nil {
+		return fmt.Errorf("kubeadm %s config images list: %w", l.K8sVersion, err)
+	}
+	l.Images = strings.Fields(string(out))
+	l.PauseImage = ""
+	for _, ref := range l.Images {
+		if strings.HasPrefix(ref, "registry.k8s.io/pause:") {
+			l.PauseImage = ref
+		}
+	}
+	if l.PauseImage == "" {
+		return fmt.Errorf("kubeadm %s names no pause image: %v", l.K8sVersion, l.Images)
+	}
+	return nil
+}
+
 // buildImages writes pause.tar and control-plane.tar (docker archives) into a cache directory
-// keyed by the component binaries, and returns that directory.
-func buildImages(ctx context.Context, binDir string, logf func(string, ...any)) (string, error) {
+// keyed by the component binaries and the image names, and returns that directory. It builds
+// exactly the images kubeadm named (readVersions): a missing one would make every kubeadm join
+// try to pull it from a registry the lab cannot reach.
+func (l *Lab) buildImages(ctx context.Context, logf func(string, ...any)) (string, error) {
 	cache := os.Getenv("KJOIN_CACHE")
 	if cache == "" {
 		cache = "/var/cache/kjoin"
@@ -45,7 +82,7 @@ func buildImages(ctx context.Context, binDir string, logf func(string, ...any)) 
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(append([]byte(binDir+"\n"+PauseImage+"\n"+EtcdImageTag+"\n"), src...))
+	sum := sha256.Sum256(append([]byte(l.BinDir+"\n"+strings.Join(l.Images, "\n")+"\n"), src...))
 	dir := filepath.Join(cache, "images", hex.EncodeToString(sum[:6]))
 	if _, err := os.Stat(filepath.Join(dir, "control-plane.tar")); err == nil {
 		return dir, nil
@@ -61,14 +98,17 @@ func buildImages(ctx context.Context, binDir string, logf func(string, ...any)) 
 	if out, err := build.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build pause: %w: %s", err, out)
 	}
-	bin := func(n string) string { return filepath.Join(binDir, n) }
-	pause := []imageSpec{{ref: PauseImage, files: map[string]string{"pause": pauseBin}, entrypoint: []string{"/pause"}}}
-	cp := []imageSpec{{ref: "registry.k8s.io/etcd:" + EtcdImageTag, files: map[string]string{"usr/local/bin/etcd": bin("etcd")}}}
-	for _, c := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
-		cp = append(cp, imageSpec{ref: "registry.k8s.io/" + c + ":" + K8sVersion, files: map[string]string{"usr/local/bin/" + c: bin(c)}})
-	}
-	if err := checkKubeadmImages(ctx, bin("kubeadm"), dir, append(append([]imageSpec{}, pause...), cp...)); err != nil {
-		return "", err
+	var pause, cp []imageSpec
+	for _, ref := range l.Images {
+		repo, _, _ := strings.Cut(ref, ":")
+		switch c := strings.TrimPrefix(repo, "registry.k8s.io/"); c {
+		case "pause":
+			pause = append(pause, imageSpec{ref: ref, files: map[string]string{"pause": pauseBin}, entrypoint: []string{"/pause"}})
+		case "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler":
+			cp = append(cp, imageSpec{ref: ref, files: map[string]string{"usr/local/bin/" + c: filepath.Join(l.BinDir, c)}})
+		default:
+			return "", fmt.Errorf("kubeadm %s names image %s, which the lab cannot build", l.K8sVersion, ref)
+		}
 	}
 	for file, specs := range map[string][]imageSpec{"pause.tar": pause, "control-plane.tar": cp} {
 		if err := writeArchive(filepath.Join(dir, file), specs); err != nil {
@@ -76,35 +116,6 @@ func buildImages(ctx context.Context, binDir string, logf func(string, ...any)) 
 		}
 	}
 	return dir, nil
-}
-
-// checkKubeadmImages fails unless the lab provides exactly the images the lab's kubeadm asks
-// for with the lab's configuration (kubeadm config images list): a missing one would make
-// every kubeadm join try to pull it from a registry the lab cannot reach.
-func checkKubeadmImages(ctx context.Context, kubeadm, dir string, specs []imageSpec) error {
-	cfg := filepath.Join(dir, "kubeadm-init.yaml")
-	if err := os.WriteFile(cfg, []byte(InitConfig("10.77.0.11")), 0o600); err != nil {
-		return err
-	}
-	out, err := exec.CommandContext(ctx, kubeadm, "config", "images", "list", "--config", cfg).Output()
-	if err != nil {
-		return fmt.Errorf("kubeadm config images list: %w", err)
-	}
-	have := map[string]bool{}
-	for _, s := range specs {
-		have[s.ref] = true
-	}
-	var missing []string
-	for _, ref := range strings.Fields(string(out)) {
-		if !have[ref] {
-			missing = append(missing, ref)
-		}
-		delete(have, ref)
-	}
-	if len(missing) > 0 || len(have) > 0 {
-		return fmt.Errorf("the lab's images do not match kubeadm's list: kubeadm wants %v, the lab lacks %v and has extra %v", strings.Fields(string(out)), missing, sortedKeys(have))
-	}
-	return nil
 }
 
 func writeArchive(path string, specs []imageSpec) error {

@@ -14,8 +14,9 @@ import (
 	"time"
 )
 
-// InitConfig is the kubeadm configuration the lab gives `kubeadm init` on cp1.
-func InitConfig(ip string) string {
+// InitConfig is the kubeadm configuration the lab gives `kubeadm init` on cp1. It leaves every
+// image to that kubeadm's defaults (the etcd and pause images differ between minors).
+func (l *Lab) InitConfig(ip string) string {
 	return fmt.Sprintf(`apiVersion: kubeadm.k8s.io/v1beta4
 kind: InitConfiguration
 bootstrapTokens:
@@ -38,9 +39,6 @@ controlPlaneEndpoint: %[5]s:%[3]d
 networking:
   podSubnet: %[6]s
   serviceSubnet: %[7]s
-etcd:
-  local:
-    imageTag: %[8]s
 dns:
   disabled: true
 proxy:
@@ -52,7 +50,7 @@ cgroupDriver: cgroupfs
 failCgroupV1: false
 failSwapOn: false
 localStorageCapacityIsolation: false
-`, Token, ip, APIPort, K8sVersion, ControlPlaneName, PodSubnet, ServiceSubnet, EtcdImageTag)
+`, Token, ip, APIPort, l.K8sVersion, ControlPlaneName, PodSubnet, ServiceSubnet)
 }
 
 // InitControlPlane runs real `kubeadm init` on cp1 and records the CA pin.
@@ -65,7 +63,7 @@ func (l *Lab) InitControlPlane(ctx context.Context, logf func(string, ...any)) e
 		return nil
 	}
 	cfg := l.HostPath("cp1", "/run/lab/kubeadm-init.yaml")
-	if err := os.WriteFile(cfg, []byte(InitConfig(h.IP)), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(l.InitConfig(h.IP)), 0o600); err != nil {
 		return err
 	}
 	start := time.Now()

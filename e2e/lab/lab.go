@@ -27,11 +27,6 @@ const (
 	APIPort          = 6443
 	PodSubnet        = "10.244.0.0/16"
 	ServiceSubnet    = "10.96.0.0/12"
-	K8sVersion       = "v1.37.2"
-	EtcdImageTag     = "3.7.0-0"
-	// PauseImage is the sandbox image kubeadm v1.37 asks for (kubeadm config images list);
-	// buildImages fails if the lab's kubeadm asks for an image the lab does not provide.
-	PauseImage = "registry.k8s.io/pause:3.10.2"
 	// Token is the bootstrap token kubeadm init creates on cp1.
 	Token = "abcdef.0123456789abcdef"
 	// DefaultRoot holds the lab's state, per-host directories and tool links.
@@ -46,6 +41,13 @@ type Lab struct {
 	BinDir string `json:"binDir"`
 	// ImageDir holds the docker-archive image tarballs.
 	ImageDir string `json:"imageDir"`
+	// K8sVersion is the Kubernetes version of the components (their kubeadm's own version).
+	K8sVersion string `json:"k8sVersion"`
+	// PauseImage is the sandbox image that version's kubeadm asks for.
+	PauseImage string `json:"pauseImage"`
+	// Images are the images kubeadm config images list names for the lab's configuration
+	// (every one left to kubeadm's defaults): the lab builds exactly these.
+	Images []string `json:"images"`
 	// CAHash is the sha256 SPKI pin of the cluster CA, once cp1 is initialised.
 	CAHash string           `json:"caHash,omitempty"`
 	Hosts  map[string]*Host `json:"hosts"`
@@ -171,7 +173,7 @@ func Up(ctx context.Context, o Options, hosts ...string) (*Lab, error) {
 		bin := o.BinDir
 		if bin == "" {
 			start := time.Now()
-			o.Log("building Kubernetes %s and etcd components (cached after the first run)", K8sVersion)
+			o.Log("building the Kubernetes and etcd components (cached after the first run)")
 			if bin, err = buildComponents(ctx); err != nil {
 				return nil, err
 			}
@@ -185,7 +187,10 @@ func Up(ctx context.Context, o Options, hosts ...string) (*Lab, error) {
 	if err := l.save(); err != nil {
 		return nil, fmt.Errorf("save lab state: %w", err)
 	}
-	if l.ImageDir, err = buildImages(ctx, l.BinDir, o.Log); err != nil {
+	if err := l.readVersions(ctx); err != nil {
+		return nil, err
+	}
+	if l.ImageDir, err = l.buildImages(ctx, o.Log); err != nil {
 		return nil, fmt.Errorf("build images: %w", err)
 	}
 	if err := l.linkTools(o.ExtraBins); err != nil {
