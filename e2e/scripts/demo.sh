@@ -13,10 +13,10 @@ eval "$($lab join-info)"
 step "kjoin join (worker w1), token on stdin"
 echo "$TOKEN" | $lab exec w1 kjoin join "$ENDPOINT" --token-file - --discovery-token-ca-cert-hash "$CA_HASH"
 
-step "kjoin join --control-plane (cp2), certificate key from kubeadm upload-certs"
+step "kjoin join --control-plane (cp2), certificate key from kubeadm upload-certs; token and key on stdin"
 KEY=$($lab upload-certs)
-echo "$TOKEN" | $lab exec cp2 kjoin join "$ENDPOINT" --token-file - --discovery-token-ca-cert-hash "$CA_HASH" \
-  --control-plane --certificate-key "$KEY" --apiserver-advertise-address 10.77.0.12
+printf '%s\n%s\n' "$TOKEN" "$KEY" | $lab exec cp2 kjoin join "$ENDPOINT" --token-file - --discovery-token-ca-cert-hash "$CA_HASH" \
+  --control-plane --certificate-key-file - --apiserver-advertise-address 10.77.0.12
 
 step "kubectl get nodes"
 $lab kubectl get nodes -o wide
