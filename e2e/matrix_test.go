@@ -26,6 +26,7 @@ type matrixResult struct {
 	KubeadmVersion string    `json:"kubeadmVersion"`
 	APIServer      string    `json:"apiServerVersion"`
 	EtcdImage      string    `json:"etcdImage"`
+	EtcdVersion    string    `json:"etcdVersion"`
 	PauseImage     string    `json:"pauseImage"`
 	Runtime        string    `json:"runtime"`
 	WorkerKubelet  string    `json:"workerKubelet"`
@@ -56,6 +57,14 @@ func TestMatrixCell(t *testing.T) {
 		res.APIServer = v.GitVersion
 	}
 	res.Runtime = strings.TrimSpace(c.MustRun(t, "cp1", "containerd", "--version").Stdout)
+	if cli, err := c.Etcd(); err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if st, err := cli.Status(ctx, "https://"+c.Hosts["cp1"].IP+":2379"); err == nil {
+			res.EtcdVersion = st.Version // what the running member says it is
+		}
+		cancel()
+		cli.Close()
+	}
 	step := func(name string, f func() error) bool {
 		failedBefore := t.Failed()
 		err := f()
