@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -95,24 +96,28 @@ func TestUnauthenticatedStringsAreCappedAndEscaped(t *testing.T) {
 	}
 }
 
-// A redirect is refused at once with exit 4, naming it, not retried until the timeout.
+// A redirect is refused at once with exit 4, naming it: never followed, not retried until the
+// timeout.
 func TestRedirectIsRefusedAtOnce(t *testing.T) {
 	ca, issue := newCA(t)
 	var hits atomic.Int32
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	var followed atomic.Bool
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { followed.Store(true) }))
+	defer target.Close()
+	endpoint := serveTLS(t, issue(nil, localhost, time.Now().Add(-time.Minute)), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
-		http.Redirect(w, r, "https://elsewhere.example/x", http.StatusFound)
+		http.Redirect(w, r, target.URL+"/elsewhere", http.StatusFound)
 	}))
-	srv.TLS = tlsConfig(issue(nil, localhost, time.Now().Add(-time.Minute)))
-	srv.StartTLS()
-	defer srv.Close()
-	req := request(t, strings.TrimPrefix(srv.URL, "https://"), Pin(ca))
+	req := request(t, endpoint, Pin(ca))
 	req.Timeout = time.Minute
 	start := time.Now()
 	_, err := Token(context.Background(), req)
-	wantCode(t, err, operr.Trust, "redirect", "HTTP 302", "elsewhere.example")
+	wantCode(t, err, operr.Trust, "redirect", "HTTP 302", "/elsewhere")
 	if d := time.Since(start); d > 2*time.Second || hits.Load() != 1 {
 		t.Errorf("refused after %s and %d requests; want at once", d, hits.Load())
+	}
+	if followed.Load() {
+		t.Error("discovery followed the redirect")
 	}
 }
 
@@ -120,13 +125,10 @@ func TestRedirectIsRefusedAtOnce(t *testing.T) {
 // never verified.
 func TestOnlyErrorsSayIdentityUnknown(t *testing.T) {
 	ca, issue := newCA(t)
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	endpoint := serveTLS(t, issue(nil, localhost, time.Now().Add(-time.Minute)), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}))
-	srv.TLS = tlsConfig(issue(nil, localhost, time.Now().Add(-time.Minute)))
-	srv.StartTLS()
-	defer srv.Close()
-	req := request(t, strings.TrimPrefix(srv.URL, "https://"), Pin(ca))
+	req := request(t, endpoint, Pin(ca))
 	req.Timeout = 700 * time.Millisecond
 	_, err := Token(context.Background(), req)
 	wantCode(t, err, operr.Timeout, "no answer from it was ever verified")
@@ -137,7 +139,7 @@ func TestBodyCutShortByTheCallDeadlineIsRetried(t *testing.T) {
 	ca, issue := newCA(t)
 	full, _ := json.Marshal(clusterInfo(t, pki.EncodeCert(ca), "https://x:6443", tok))
 	var calls atomic.Int32
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	endpoint := serveTLS(t, issue(nil, localhost, time.Now().Add(-time.Minute)), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if calls.Add(1) == 1 {
 			w.Header().Set("Content-Length", fmt.Sprint(len(full)))
 			_, _ = w.Write(full[:len(full)/2])
@@ -147,10 +149,7 @@ func TestBodyCutShortByTheCallDeadlineIsRetried(t *testing.T) {
 		}
 		_, _ = w.Write(full)
 	}))
-	srv.TLS = tlsConfig(issue(nil, localhost, time.Now().Add(-time.Minute)))
-	srv.StartTLS()
-	defer srv.Close()
-	req := request(t, strings.TrimPrefix(srv.URL, "https://"), Pin(ca))
+	req := request(t, endpoint, Pin(ca))
 	req.CallTimeout = 200 * time.Millisecond
 	req.Timeout = 10 * time.Second
 	if _, err := Token(context.Background(), req); err != nil {
@@ -174,4 +173,14 @@ func TestPinnedRereadMustEqualTheFirstRead(t *testing.T) {
 	})
 	_, err := Token(context.Background(), request(t, endpointOf(s), Pin(ca)))
 	wantCode(t, err, operr.Trust, "differs from the first read")
+}
+
+// serveTLS serves handler over TLS with cert until the test ends and returns its host:port.
+func serveTLS(t *testing.T, cert tls.Certificate, handler http.Handler) string {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(handler)
+	srv.TLS = tlsConfig(cert)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "https://")
 }

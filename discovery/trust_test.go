@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -175,37 +174,14 @@ func TestClusterInfoServerMustBeHTTPS(t *testing.T) {
 // An unauthenticated body is quoted briefly in messages, never whole.
 func TestLongBodyIsNotEchoed(t *testing.T) {
 	ca, issue := newCA(t)
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	endpoint := serveTLS(t, issue(nil, localhost, time.Now().Add(-time.Minute)), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusTeapot)
 		_, _ = w.Write([]byte(strings.Repeat("A", 1<<20)))
 	}))
-	srv.TLS = tlsConfig(issue(nil, localhost, time.Now().Add(-time.Minute)))
-	srv.StartTLS()
-	defer srv.Close()
-	_, err := Token(context.Background(), request(t, strings.TrimPrefix(srv.URL, "https://"), Pin(ca)))
+	_, err := Token(context.Background(), request(t, endpoint, Pin(ca)))
 	wantCode(t, err, operr.Trust, "HTTP 418")
 	if len(err.Error()) > 1000 {
 		t.Errorf("error message is %d bytes long", len(err.Error()))
-	}
-}
-
-func TestRedirectIsNotFollowed(t *testing.T) {
-	ca, issue := newCA(t)
-	var followed atomic.Bool
-	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { followed.Store(true) }))
-	defer target.Close()
-	srv := httptest.NewUnstartedServer(http.RedirectHandler(target.URL, http.StatusFound))
-	srv.TLS = tlsConfig(issue(nil, localhost, time.Now().Add(-time.Minute)))
-	srv.StartTLS()
-	defer srv.Close()
-	req := request(t, strings.TrimPrefix(srv.URL, "https://"), Pin(ca))
-	req.Timeout = 500 * time.Millisecond
-	_, err := Token(context.Background(), req)
-	if err == nil {
-		t.Fatal("a redirect was accepted")
-	}
-	if followed.Load() {
-		t.Error("discovery followed a redirect to http")
 	}
 }
 

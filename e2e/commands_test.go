@@ -181,23 +181,8 @@ func TestCommandsEndToEnd(t *testing.T) {
 
 	t.Run("--config with a JoinConfiguration", func(t *testing.T) {
 		c.Host(t, "w3")
-		cfg := fmt.Sprintf(`apiVersion: kubeadm.k8s.io/v1beta4
-kind: JoinConfiguration
-discovery:
-  bootstrapToken:
-    apiServerEndpoint: %s
-    token: %s
-    caCertHashes: [%s]
-nodeRegistration:
-  name: w3
-  kubeletExtraArgs:
-  - name: node-labels
-    value: kjoin.dev/from-config=yes
-`, lab.Endpoint(), lab.Token, c.CAHash)
-		if err := os.WriteFile(c.HostPath("w3", "/run/lab/join.yaml"), []byte(cfg), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		c.MustRun(t, "w3", "kjoin", "join", "--config", "/run/lab/join.yaml")
+		cfg := writeJoinConfig(t, c, "w3", "nodeRegistration:\n  name: w3\n  kubeletExtraArgs:\n  - name: node-labels\n    value: kjoin.dev/from-config=yes\n")
+		c.MustRun(t, "w3", "kjoin", "join", "--config", cfg)
 		n := c.WaitNodeCondition(t, "w3", corev1.NodeReady, corev1.ConditionTrue, time.Minute)
 		if n.Labels["kjoin.dev/from-config"] != "yes" {
 			t.Errorf("the config's kubeletExtraArgs did not reach the kubelet: labels %v", n.Labels)

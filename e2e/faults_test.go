@@ -38,6 +38,24 @@ type pausedJoin struct {
 	done  chan lab.Result
 }
 
+// writeJoinConfig writes a v1beta4 JoinConfiguration for host (the lab's token discovery, then
+// rest) to /run/lab/join.yaml there and returns that path.
+func writeJoinConfig(t *testing.T, c *framework.Cluster, host, rest string) string {
+	t.Helper()
+	cfg := fmt.Sprintf("apiVersion: kubeadm.k8s.io/v1beta4\nkind: JoinConfiguration\ndiscovery:\n  bootstrapToken:\n    apiServerEndpoint: %s\n    token: %s\n    caCertHashes: [%s]\n",
+		lab.Endpoint(), lab.Token, c.CAHash) + rest
+	if err := os.WriteFile(c.HostPath(host, "/run/lab/join.yaml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return "/run/lab/join.yaml"
+}
+
+// controlPlaneConfig is the control-plane part of a JoinConfiguration for host, with an etcd
+// API call timeout.
+func controlPlaneConfig(c *framework.Cluster, host, key, etcdAPICall string) string {
+	return fmt.Sprintf("controlPlane:\n  certificateKey: %s\n  localAPIEndpoint:\n    advertiseAddress: %s\ntimeouts:\n  etcdAPICall: %s\n", key, c.Hosts[host].IP, etcdAPICall)
+}
+
 // joinArgs is the lab's join command line for host (control plane when certKey is set).
 func joinArgs(c *framework.Cluster, host, certKey string, extra ...string) []string {
 	args := []string{"kjoin", "join", lab.Endpoint(), "--token-file", "/run/lab/token", "--discovery-token-ca-cert-hash", c.CAHash}
@@ -451,24 +469,7 @@ func TestJoinFaults(t *testing.T) {
 		holder := startPaused(t, c, "cp2", "etcd-join/locked", key)
 		// A join given 5 s for etcd gives up with the busy code (7) while the lock is held.
 		writeToken(t, c, "cp3", lab.Token)
-		cfg := fmt.Sprintf(`apiVersion: kubeadm.k8s.io/v1beta4
-kind: JoinConfiguration
-discovery:
-  bootstrapToken:
-    apiServerEndpoint: %s
-    token: %s
-    caCertHashes: [%s]
-controlPlane:
-  certificateKey: %s
-  localAPIEndpoint:
-    advertiseAddress: %s
-timeouts:
-  etcdAPICall: 5s
-`, lab.Endpoint(), lab.Token, c.CAHash, key, c.Hosts["cp3"].IP)
-		if err := os.WriteFile(c.HostPath("cp3", "/run/lab/join.yaml"), []byte(cfg), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		busy := c.Run(t, "cp3", "kjoin", "join", "--config", "/run/lab/join.yaml", "-o", "json")
+		busy := c.Run(t, "cp3", "kjoin", "join", "--config", writeJoinConfig(t, c, "cp3", controlPlaneConfig(c, "cp3", key, "5s")), "-o", "json")
 		out := parseJoinJSON(t, busy)
 		if busy.ExitCode != 7 || out.Error == nil || !strings.Contains(out.Error.Message, "etcd join lock") {
 			t.Fatalf("want exit 7 naming the etcd join lock, got exit %d: %s %s", busy.ExitCode, busy.Stdout, tail(busy.Stderr, 10))

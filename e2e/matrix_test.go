@@ -16,25 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kjoin.dev/kjoin/e2e/framework"
+	"kjoin.dev/kjoin/e2e/matrix"
 )
-
-// matrixResult is one cell of the compatibility matrix (a line of COMPATIBILITY.results.jsonl),
-// with the versions read from the running programs, not from the cell's name.
-type matrixResult struct {
-	Cell           string    `json:"cell"`
-	Date           time.Time `json:"date"`
-	KubeadmVersion string    `json:"kubeadmVersion"`
-	APIServer      string    `json:"apiServerVersion"`
-	EtcdImage      string    `json:"etcdImage"`
-	EtcdVersion    string    `json:"etcdVersion"`
-	PauseImage     string    `json:"pauseImage"`
-	Runtime        string    `json:"runtime"`
-	WorkerKubelet  string    `json:"workerKubelet"`
-	ControlKubelet string    `json:"controlPlaneKubelet"`
-	Steps          []string  `json:"steps"`
-	Failures       []string  `json:"failures"`
-	Pass           bool      `json:"pass"`
-}
 
 // TestMatrixCell is the compact suite of one compatibility cell (make matrix, KJOIN_MATRIX_CELL
 // set; a fresh lab at the cell's Kubernetes version, KJOIN_MATRIX_KUBELET for the worker's
@@ -47,7 +30,7 @@ func TestMatrixCell(t *testing.T) {
 		t.Skip("KJOIN_MATRIX_CELL not set (make matrix)")
 	}
 	c := framework.Get(t)
-	res := matrixResult{Cell: cell, Date: time.Now().UTC(), KubeadmVersion: c.K8sVersion, PauseImage: c.PauseImage, Failures: []string{}}
+	res := matrix.Result{Cell: cell, Date: time.Now().UTC(), KubeadmVersion: c.K8sVersion, PauseImage: c.PauseImage, Failures: []string{}}
 	for _, ref := range c.Images {
 		if strings.Contains(ref, "/etcd:") {
 			res.EtcdImage = ref

@@ -137,24 +137,7 @@ func TestEtcdDataDirOfAnotherMember(t *testing.T) {
 	}
 
 	writeToken(t, c, "cp2", lab.Token)
-	cfg := fmt.Sprintf(`apiVersion: kubeadm.k8s.io/v1beta4
-kind: JoinConfiguration
-discovery:
-  bootstrapToken:
-    apiServerEndpoint: %s
-    token: %s
-    caCertHashes: [%s]
-controlPlane:
-  certificateKey: %s
-  localAPIEndpoint:
-    advertiseAddress: %s
-timeouts:
-  etcdAPICall: 20s
-`, lab.Endpoint(), lab.Token, c.CAHash, key, c.Hosts["cp2"].IP)
-	if err := os.WriteFile(c.HostPath("cp2", "/run/lab/join.yaml"), []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	failed := c.Run(t, "cp2", "kjoin", "join", "--config", "/run/lab/join.yaml", "--ignore-preflight-errors=DirAvailable--var-lib-etcd", "-o", "json", "-v", "1")
+	failed := c.Run(t, "cp2", "kjoin", "join", "--config", writeJoinConfig(t, c, "cp2", controlPlaneConfig(c, "cp2", key, "20s")), "--ignore-preflight-errors=DirAvailable--var-lib-etcd", "-o", "json", "-v", "1")
 	fout := parseJoinJSON(t, failed)
 	if failed.ExitCode == 0 || fout.Error == nil || !strings.Contains(fout.Error.Message, "etcd-join") {
 		t.Fatalf("want the join to fail in etcd-join, got exit %d: %s\n%s", failed.ExitCode, failed.Stdout, tail(failed.Stderr, 20))

@@ -179,15 +179,7 @@ func (v *validator) readSecret(f Flags, src Sources) value[string] {
 		}
 		return value[string]{first(lines, 0), "--token-file - (stdin)"}
 	case f.TokenFile != "":
-		st, err := os.Stat(f.TokenFile)
-		if err == nil && st.Mode().Perm()&0o077 != 0 {
-			v.warn(fmt.Sprintf("--token-file %s is readable by other users (mode %04o): chmod 600 it", f.TokenFile, st.Mode().Perm()))
-		}
-		b, err := os.ReadFile(f.TokenFile)
-		if err != nil {
-			v.bad("--token-file", f.TokenFile, "a readable file holding the token: "+err.Error())
-		}
-		return value[string]{strings.TrimSpace(string(b)), "--token-file " + f.TokenFile}
+		return v.secretFile("--token-file", f.TokenFile, "token")
 	}
 	if src.Getenv != nil {
 		return value[string]{strings.TrimSpace(src.Getenv(TokenEnv)), TokenEnv}
@@ -208,15 +200,20 @@ func (v *validator) readCertificateKeyFile(f Flags, src Sources) value[string] {
 		}
 		return value[string]{first(lines, 0), "--certificate-key-file - (stdin)"}
 	}
-	st, err := os.Stat(f.CertificateKeyFile)
+	return v.secretFile("--certificate-key-file", f.CertificateKeyFile, "certificate key")
+}
+
+// secretFile reads a secret from the file a flag names, warning when others may read it.
+func (v *validator) secretFile(flag, p, what string) value[string] {
+	st, err := os.Stat(p)
 	if err == nil && st.Mode().Perm()&0o077 != 0 {
-		v.warn(fmt.Sprintf("--certificate-key-file %s is readable by other users (mode %04o): chmod 600 it", f.CertificateKeyFile, st.Mode().Perm()))
+		v.warn(fmt.Sprintf("%s %s is readable by other users (mode %04o): chmod 600 it", flag, p, st.Mode().Perm()))
 	}
-	b, err := os.ReadFile(f.CertificateKeyFile)
+	b, err := os.ReadFile(p)
 	if err != nil {
-		v.bad("--certificate-key-file", f.CertificateKeyFile, "a readable file holding the certificate key: "+err.Error())
+		v.bad(flag, p, "a readable file holding the "+what+": "+err.Error())
 	}
-	return value[string]{strings.TrimSpace(string(b)), "--certificate-key-file " + f.CertificateKeyFile}
+	return value[string]{strings.TrimSpace(string(b)), flag + " " + p}
 }
 
 // stdin reads standard input once and splits it into its non-empty lines (secrets read

@@ -47,10 +47,7 @@ func runControlPlanePrepare(ctx context.Context, e *Env, s *State) error {
 	if err := cfg.RequireControlPlaneEndpoint(); err != nil {
 		return err
 	}
-	if err := checkControlPlaneKubelet(e, s); err != nil {
-		return err
-	}
-	if err := checkJoinEtcdDataDir(e, s); err != nil {
+	if err := checkControlPlaneHost(e, s); err != nil {
 		return err
 	}
 	// Rendered (and patched) now, so a bad patch fails the join before anything else changes.
@@ -147,53 +144,34 @@ func runControlPlanePrepare(ctx context.Context, e *Env, s *State) error {
 	return nil
 }
 
-// checkJoinEtcdDataDir checks, before anything is written, the stacked etcd data directory
-// the cluster's configuration names: a dedicated directory (never a system directory) that is
-// empty unless this very join filled it (kubeadm's DirAvailable check, ignorable as kubeadm's).
-func checkJoinEtcdDataDir(e *Env, s *State) error {
-	l := s.Cluster.Etcd.Local
-	if l == nil {
-		return nil
+// checkControlPlaneHost runs, before anything is written, the checks that need the cluster's
+// configuration: the stacked etcd data directory it names is a dedicated directory (never a
+// system directory) and empty unless this very join filled it (kubeadm's DirAvailable check),
+// and the kubelet is not newer than kubernetesVersion (kubeadm's rule for control planes;
+// version-check read the kubelet's version).
+func checkControlPlaneHost(e *Env, s *State) error {
+	var checks []check
+	if l := s.Cluster.Etcd.Local; l != nil {
+		if err := checkEtcdDataDir(e, l.DataDir); err != nil {
+			return operr.Wrap(operr.Preflight, err, "cannot use the etcd data directory of kube-system/kubeadm-config (etcd.local.dataDir)",
+				"set etcd.local.dataDir to a directory of etcd's own (kubeadm's default is /var/lib/etcd) and run the join again; nothing was written")
+		}
+		if !s.Own && !s.Opts.DryRun {
+			checks = append(checks, check{etcdDataCheckName(l.DataDir), func() (string, error) {
+				empty, err := etcdDataDirEmpty(e, l.DataDir)
+				if err == nil && !empty {
+					err = fmt.Errorf("%s is not empty: it may hold another etcd member's data (move it away, or kjoin reset the node's earlier join; ignored, a failed join will not delete it)", path.Clean(l.DataDir))
+				}
+				return "", err
+			}})
+		}
 	}
-	if err := checkEtcdDataDir(e, l.DataDir); err != nil {
-		return operr.Wrap(operr.Preflight, err, "cannot use the etcd data directory of kube-system/kubeadm-config (etcd.local.dataDir)",
-			"set etcd.local.dataDir to a directory of etcd's own (kubeadm's default is /var/lib/etcd) and run the join again; nothing was written")
+	if s.KubeletVersion != "" && s.ClusterVersion != "" {
+		checks = append(checks, check{"KubeletVersion", func() (string, error) {
+			return "", versions.CheckKubelet(s.KubeletVersion, s.ClusterVersion, s.Cluster.KubernetesVersion)
+		}})
 	}
-	if s.Own || s.Opts.DryRun {
-		return nil
-	}
-	empty, err := etcdDataDirEmpty(e, l.DataDir)
-	if err != nil {
-		return operr.Wrap(operr.Preflight, err, "cannot read the etcd data directory "+l.DataDir, "")
-	}
-	if empty {
-		return nil
-	}
-	name := etcdDataCheckName(l.DataDir)
-	what := fmt.Sprintf("%s is not empty: it may hold another etcd member's data", path.Clean(l.DataDir))
-	if ignored(s, name) {
-		s.Warn(e, "control-plane-prepare", "[%s]: %s (ignored; a failed join will not delete it)", name, what)
-		return nil
-	}
-	return operr.Newf(operr.Preflight, "1 preflight check(s) failed:\n\t[ERROR %s]: %s", name, what).
-		WithHint("move that data away (a backup, or kjoin reset of the node's earlier join), or make the check non-fatal with --ignore-preflight-errors=" + name)
-}
-
-// checkControlPlaneKubelet applies kubeadm's kubelet rule for control planes: the kubelet is
-// not newer than the cluster's kubernetesVersion (version-check read the kubelet's version).
-func checkControlPlaneKubelet(e *Env, s *State) error {
-	if s.KubeletVersion == "" || s.ClusterVersion == "" {
-		return nil
-	}
-	err := versions.CheckKubelet(s.KubeletVersion, s.ClusterVersion, s.Cluster.KubernetesVersion)
-	if err == nil {
-		return nil
-	}
-	if ignored(s, "KubeletVersion") {
-		s.Warn(e, "control-plane-prepare", "[KubeletVersion]: %v (ignored)", err)
-		return nil
-	}
-	return preflightError([]string{"[ERROR KubeletVersion]: " + err.Error()})
+	return runChecks(e, s, "control-plane-prepare", checks)
 }
 
 // renderControlPlane renders the kube-apiserver, kube-controller-manager and kube-scheduler

@@ -95,10 +95,8 @@ func runEtcdJoin(ctx context.Context, e *Env, s *State) error {
 		}
 		defer func() { j.EtcdLockLease = 0 }()
 	}
+	// control-plane-prepare (which fetched s.Cluster) checked the data directory is etcd's own.
 	dataDir := path.Clean(s.Cluster.Etcd.Local.DataDir)
-	if err := checkEtcdDataDir(e, dataDir); err != nil {
-		return operr.Wrap(operr.Preflight, err, "cannot use the etcd data directory of kube-system/kubeadm-config", "set etcd.local.dataDir to a directory of etcd's own")
-	}
 	ownsData, err := claimEtcdDataDir(e, s, dataDir)
 	if err != nil {
 		return err

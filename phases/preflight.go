@@ -27,9 +27,45 @@ var knownCRISockets = []string{
 	"unix:///var/run/cri-dockerd.sock",
 }
 
+// check is one kubeadm-style preflight check: its name (for --ignore-preflight-errors) and
+// its run, which returns a warning, an error, or neither.
 type check struct {
 	name string
 	run  func() (warning string, err error)
+}
+
+// runChecks runs checks and reports every failure at once (exit 3), sorted, after printing
+// their warnings; a failure of a check --ignore-preflight-errors names becomes a warning.
+func runChecks(e *Env, s *State, phase string, checks []check) error {
+	var failed []string
+	for _, c := range checks {
+		warning, err := c.run()
+		if warning != "" {
+			s.Warn(e, phase, "[%s]: %s", c.name, warning)
+		}
+		if err == nil {
+			continue
+		}
+		if ignored(s, c.name) {
+			s.Warn(e, phase, "[%s]: %v (ignored)", c.name, err)
+			continue
+		}
+		failed = append(failed, fmt.Sprintf("[ERROR %s]: %v", c.name, err))
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	sort.Strings(failed)
+	return &operr.Error{
+		Code: operr.Preflight,
+		What: fmt.Sprintf("%d preflight check(s) failed:\n\t%s", len(failed), strings.Join(failed, "\n\t")),
+		Hint: "fix them, or make a check non-fatal with --ignore-preflight-errors=<name>,... ('all' ignores every check)",
+	}
+}
+
+// ignored reports whether a preflight check is made non-fatal by --ignore-preflight-errors.
+func ignored(s *State, check string) bool {
+	return s.Opts.IgnorePreflight["all"] || s.Opts.IgnorePreflight[strings.ToLower(check)]
 }
 
 func runPreflight(ctx context.Context, e *Env, s *State) error {
@@ -99,24 +135,8 @@ func runPreflight(ctx context.Context, e *Env, s *State) error {
 		}})
 	}
 
-	var failed []string
-	for _, c := range checks {
-		warning, err := c.run()
-		if warning != "" {
-			s.Warn(e, "preflight", "[%s]: %s", c.name, warning)
-		}
-		if err == nil {
-			continue
-		}
-		if ignored(s, c.name) {
-			s.Warn(e, "preflight", "[%s]: %v (ignored)", c.name, err)
-			continue
-		}
-		failed = append(failed, fmt.Sprintf("[ERROR %s]: %v", c.name, err))
-	}
-	if len(failed) > 0 {
-		sort.Strings(failed)
-		return preflightError(failed)
+	if err := runChecks(e, s, "preflight", checks); err != nil {
+		return err
 	}
 	e.Logf("preflight", "node %q, container runtime %s: checks passed", s.Opts.NodeName, s.Opts.CRISocket)
 	if s.Own {

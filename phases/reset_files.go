@@ -40,8 +40,9 @@ var kubeletClientPEM = regexp.MustCompile(`^kubelet-client-\d{4}-\d{2}-\d{2}-\d{
 //	Writes: s.Reset.Report.RemovedFiles; removes host files and the journal
 var ResetFiles = Phase{Name: "remove-files", Short: "Remove the files the join wrote, then the journal", Run: runResetFiles}
 
-// resetTargets are the files reset removes for this node, before confinement.
-func resetTargets(e *Env, s *State) []string {
+// resetTargets are the files of the join's record reset removes for this node, before
+// confinement: the journal's, or kubeadm's exact list.
+func resetTargets(s *State) []string {
 	j := s.Journal
 	var targets []string
 	if !s.Reset.Journaled || j.Adopted {
@@ -53,19 +54,26 @@ func resetTargets(e *Env, s *State) []string {
 			targets = append(targets, j.PendingKey)
 		}
 	}
+	return targets
+}
+
+// kubeletClientRotations are the kubelet's client certificate files on the node: the join's
+// first one and those the kubelet rotated from it.
+func kubeletClientRotations(e *Env) []string {
+	var out []string
 	entries, _ := os.ReadDir(e.Paths.Of(KubeletPKIDir))
 	for _, en := range entries {
 		if kubeletClientPEM.MatchString(en.Name()) && en.Type().IsRegular() {
-			targets = append(targets, path.Join(KubeletPKIDir, en.Name()))
+			out = append(out, path.Join(KubeletPKIDir, en.Name()))
 		}
 	}
-	return targets
+	return out
 }
 
 func runResetFiles(_ context.Context, e *Env, s *State) error {
 	r := s.Reset.Report
 	warn := func(format string, a ...any) { s.Warn(e, "remove-files", format, a...) }
-	targets := resetTargets(e, s)
+	targets := append(resetTargets(s), kubeletClientRotations(e)...)
 	allowed := []string{KubernetesDir, KubeletDir, path.Dir(JournalPath)}
 	if dir := etcdDataDir(s.Reset.EtcdManifest); dir != "" {
 		if err := checkEtcdDataDir(e, dir); err != nil {

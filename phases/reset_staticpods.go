@@ -19,7 +19,7 @@ var ResetStaticPods = Phase{Name: "remove-static-pods", Short: "Remove the join'
 func runResetStaticPods(ctx context.Context, e *Env, s *State) error {
 	r := s.Reset.Report
 	removed := 0
-	for _, t := range resetTargets(e, s) {
+	for _, t := range resetTargets(s) {
 		if path.Dir(path.Clean(t)) != ManifestsDir || !strings.HasSuffix(t, ".yaml") {
 			continue
 		}

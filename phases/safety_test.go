@@ -31,15 +31,18 @@ func (d decoys) assertIntact(t *testing.T, e *Env) {
 	}
 }
 
-// setEtcdDataDir rewrites the cluster's kubeadm-config to name another etcd data directory.
-func setEtcdDataDir(t *testing.T, c *cpHost, dir string) {
+// editClusterConfiguration replaces from with to in the cluster's kubeadm-config.
+func editClusterConfiguration(t *testing.T, c *cpHost, from, to string) {
 	t.Helper()
 	cms := c.client.CoreV1().ConfigMaps("kube-system")
 	cm, err := cms.Get(context.Background(), "kubeadm-config", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cm.Data["ClusterConfiguration"] = strings.Replace(cm.Data["ClusterConfiguration"], "dataDir: /var/lib/etcd", "dataDir: "+dir, 1)
+	if !strings.Contains(cm.Data["ClusterConfiguration"], from) {
+		t.Fatalf("kubeadm-config holds no %q", from)
+	}
+	cm.Data["ClusterConfiguration"] = strings.Replace(cm.Data["ClusterConfiguration"], from, to, 1)
 	if _, err := cms.Update(context.Background(), cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +80,7 @@ func TestControlPlaneJoinRefusesASystemEtcdDataDir(t *testing.T) {
 			c := newCPHost(t)
 			d := decoys{"/var/lib/dpkg/status": "packages", "/home/op/notes": "notes", "/etc/important.conf": "x"}
 			plant(t, c.env, d)
-			setEtcdDataDir(t, c, dir)
+			editClusterConfiguration(t, c, "dataDir: /var/lib/etcd", "dataDir: "+dir)
 			o := c.options(t)
 			o.IgnorePreflight = map[string]bool{"all": true}
 			_, err := Run(context.Background(), c.env, &State{Opts: o}, Join, RunOptions{})

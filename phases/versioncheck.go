@@ -24,34 +24,24 @@ func runVersionCheck(ctx context.Context, e *Env, s *State) error {
 	if s.BootstrapClient == nil {
 		return operr.New(operr.Usage, "version-check needs the discovery phase", "run the whole join, or kjoin join phase discovery first")
 	}
-	var failed []string
-	fail := func(name string, err error) {
-		if ignored(s, name) {
-			s.Warn(e, "version-check", "[%s]: %v (ignored)", name, err)
-			return
-		}
-		failed = append(failed, fmt.Sprintf("[ERROR %s]: %v", name, err))
-	}
 	info, err := s.BootstrapClient.Discovery().ServerVersion()
 	if err != nil {
 		return operr.Wrap(operr.Other, err, "cannot read the API server's version", "check that the API server is reachable, then run the same command again")
 	}
 	s.ClusterVersion = info.GitVersion
-	if err := versions.CheckCluster(s.ClusterVersion); err != nil {
-		fail("KubernetesVersion", err)
-	}
-	kv, err := kubeletVersion(ctx, e)
-	switch {
-	case err != nil:
-		fail("KubeletVersion", fmt.Errorf("couldn't get kubelet version: %w", err))
-	default:
-		s.KubeletVersion = kv
-		if err := versions.CheckKubelet(kv, s.ClusterVersion, ""); err != nil {
-			fail("KubeletVersion", err)
-		}
-	}
-	if len(failed) > 0 {
-		return preflightError(failed)
+	err = runChecks(e, s, "version-check", []check{
+		{"KubernetesVersion", func() (string, error) { return "", versions.CheckCluster(s.ClusterVersion) }},
+		{"KubeletVersion", func() (string, error) {
+			kv, err := kubeletVersion(ctx, e)
+			if err != nil {
+				return "", fmt.Errorf("couldn't get kubelet version: %w", err)
+			}
+			s.KubeletVersion = kv
+			return "", versions.CheckKubelet(kv, s.ClusterVersion, "")
+		}},
+	})
+	if err != nil {
+		return err
 	}
 	e.Logf("version-check", "cluster %s, kubelet %s: inside the support window %s", s.ClusterVersion, s.KubeletVersion, versions.Window())
 	return nil
@@ -68,18 +58,4 @@ func kubeletVersion(ctx context.Context, e *Env) (string, error) {
 		return "", fmt.Errorf("kubelet --version printed %q", strings.TrimSpace(string(out)))
 	}
 	return v, nil
-}
-
-// ignored reports whether a preflight-style check is made non-fatal by --ignore-preflight-errors.
-func ignored(s *State, check string) bool {
-	return s.Opts.IgnorePreflight["all"] || s.Opts.IgnorePreflight[strings.ToLower(check)]
-}
-
-// preflightError is the exit-3 error of failed preflight-style checks, as preflight reports them.
-func preflightError(failed []string) error {
-	return &operr.Error{
-		Code: operr.Preflight,
-		What: fmt.Sprintf("%d preflight check(s) failed:\n\t%s", len(failed), strings.Join(failed, "\n\t")),
-		Hint: "fix them, or make a check non-fatal with --ignore-preflight-errors=<name>,... ('all' ignores every check)",
-	}
 }

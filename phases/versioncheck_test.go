@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/version"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 
@@ -37,7 +36,7 @@ func TestVersionPolicy(t *testing.T) {
 			if c.controlPlane {
 				cp := newCPHost(t)
 				h = cp.testHost
-				setKubernetesVersion(t, cp, c.cpVersion)
+				editClusterConfiguration(t, cp, "kubernetesVersion: v1.37.2", "kubernetesVersion: "+c.cpVersion)
 				o = cp.options(t)
 			} else {
 				h = newTestHost(t)
@@ -74,19 +73,5 @@ func TestVersionPolicy(t *testing.T) {
 	s := &State{Opts: o}
 	if _, err := Run(context.Background(), h.env, s, Join, RunOptions{}); err != nil || !strings.Contains(strings.Join(s.Warnings, "\n"), "[KubeletVersion]") {
 		t.Errorf("ignored KubeletVersion: %v, warnings %v", err, s.Warnings)
-	}
-}
-
-// setKubernetesVersion rewrites kubeadm-config's kubernetesVersion.
-func setKubernetesVersion(t *testing.T, c *cpHost, v string) {
-	t.Helper()
-	cms := c.client.CoreV1().ConfigMaps("kube-system")
-	cm, err := cms.Get(context.Background(), "kubeadm-config", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm.Data["ClusterConfiguration"] = strings.Replace(cm.Data["ClusterConfiguration"], "kubernetesVersion: v1.37.2", "kubernetesVersion: "+v, 1)
-	if _, err := cms.Update(context.Background(), cm, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package matrix
 
 import (
 	"strings"
@@ -6,7 +6,7 @@ import (
 )
 
 func TestRender(t *testing.T) {
-	out := render([]result{
+	out := Render([]Result{
 		{Cell: "v1.36.3", KubeadmVersion: "v1.36.3", APIServer: "v1.36.3", EtcdImage: "registry.k8s.io/etcd:3.6.8-0", EtcdVersion: "3.6.8", Pass: true},
 		{Cell: "v1.37.2:kubelet-v1.33.0", Failures: []string{"worker join: exit 3 | skew"}},
 	}, "make matrix")
