@@ -84,7 +84,7 @@ bench: build components
 ## matrix: the compatibility matrix: one compact suite per cell, each on a fresh lab at the
 ## cell's Kubernetes version (cluster VERSION, or VERSION:kubelet-KVERSION for a skewed worker);
 ## raw results in COMPATIBILITY.results.jsonl, COMPATIBILITY.md generated from them
-MATRIX_CELLS ?= v1.37.2 v1.36.3 v1.35.4 v1.37.2:kubelet-v1.34.4 v1.37.2:kubelet-v1.35.4 v1.37.2:kubelet-v1.36.3
+MATRIX_CELLS ?= v1.37.2 v1.36.3 v1.35.4 v1.37.2:kubelet-v1.34.4 v1.37.2:kubelet-v1.35.4 v1.37.2:kubelet-v1.36.3 v1.36.3:upgrade-v1.37.2
 matrix: build
 	e2e/scripts/install-deps.sh
 	e2e/scripts/matrix.sh $(MATRIX_CELLS)

@@ -15,6 +15,7 @@ import (
 	"net"
 	"time"
 
+	"kjoin.dev/kjoin/cri"
 	"kjoin.dev/kjoin/phases"
 	"kjoin.dev/kjoin/verify"
 )
@@ -43,6 +44,8 @@ type Runtime interface {
 	Status(ctx context.Context) (runtimeReady, networkReady bool, detail string, err error)
 	// RunningContainers counts the containers still running.
 	RunningContainers(ctx context.Context) (int, error)
+	// Describe says what the runtime is (name, version, sandbox image, RuntimeConfig).
+	Describe(ctx context.Context) (cri.Info, error)
 	Close() error
 }
 

@@ -19,6 +19,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/version"
+	fakediscovery "k8s.io/client-go/discovery/fake"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
@@ -26,6 +28,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/clock"
 
+	"kjoin.dev/kjoin/cri"
 	"kjoin.dev/kjoin/phases"
 	"kjoin.dev/kjoin/pki"
 	"kjoin.dev/kjoin/verify"
@@ -48,7 +51,10 @@ func (r *runner) Run(_ context.Context, name string, args ...string) ([]byte, er
 
 type runtime struct {
 	up, network bool
+	info        cri.Info
 }
+
+func (r *runtime) Describe(context.Context) (cri.Info, error) { return r.info, nil }
 
 func (r *runtime) Status(context.Context) (bool, bool, string, error) {
 	return true, r.network, fmt.Sprintf("RuntimeReady=true; NetworkReady=%v", r.network), nil
@@ -111,6 +117,9 @@ func newNode(t *testing.T) *node {
 		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "w1"}, Spec: corev1.NodeSpec{PodCIDR: "10.244.1.0/24"},
 			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"}}}},
 		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "w1", Namespace: "kube-node-lease"}, Spec: coordinationv1.LeaseSpec{RenewTime: &renew}})
+	client.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{GitVersion: "v1.37.2"}
+	n.rt.info = cri.Info{Name: "containerd", Version: "v2.4.2", RuntimeConfig: true, CgroupDriver: "cgroupfs",
+		SandboxImage: "registry.k8s.io/pause:3.10.2", SandboxImageFrom: "the runtime's pinned images"}
 	env := &phases.Env{Paths: phases.Paths{Root: root}, Clock: clock.RealClock{}, Exec: n.runner,
 		NewClient: func(*rest.Config) (kubernetes.Interface, error) { return client, nil },
 		Hostname:  func() (string, error) { return "w1", nil }}
@@ -178,7 +187,8 @@ func TestHealthyNode(t *testing.T) {
 		t.Fatalf("healthy node diagnosed as %+v", r.Verdict)
 	}
 	for _, id := range []string{"kubelet.service", "kubelet.healthz", "cert.validity", "cert.node", "cert.rotation", "api.tcp", "api.tls", "api.auth",
-		"node.conditions", "node.lease", "cri.reachable", "cri.runtime", "cri.network", "cni.config", "res.nodefs", "res.memory", "res.pids"} {
+		"node.conditions", "node.lease", "cri.reachable", "cri.runtime", "cri.network", "cri.version", "cri.runtimeconfig", "cri.sandbox",
+		"cni.config", "res.nodefs", "res.memory", "res.pids"} {
 		if c := check(r, id); c.Status != verify.Pass {
 			t.Errorf("%s: %+v", id, c)
 		}
@@ -188,6 +198,35 @@ func TestHealthyNode(t *testing.T) {
 	}
 	if c := check(r, "cri.containers"); !strings.Contains(c.Summary, "3 container") {
 		t.Errorf("cri.containers: %+v", c)
+	}
+}
+
+// The runtime's own answers: its name and version, a missing RuntimeConfig call and a
+// sandbox image other than the cluster's kubeadm's are warnings naming what was seen (the node
+// stays healthy: they do not keep it NotReady); a mirror's pause of the same tag passes.
+func TestRuntimeDescribed(t *testing.T) {
+	n := newNode(t)
+	n.rt.info = cri.Info{Name: "containerd", Version: "1.6.20~ds1", SandboxImage: "registry.k8s.io/pause:3.8", SandboxImageFrom: "the runtime's status (config.sandboxImage)"}
+	r := verdictOf(t, n)
+	if c := check(r, "cri.version"); c.Status != verify.Pass || c.Summary != "containerd 1.6.20~ds1" {
+		t.Errorf("cri.version: %+v", c)
+	}
+	if c := check(r, "cri.runtimeconfig"); c.Status != verify.Warn || !strings.Contains(c.Summary, "v1.38") || !strings.Contains(c.Evidence, "containerd 1.6.20~ds1") {
+		t.Errorf("cri.runtimeconfig: %+v", c)
+	}
+	if c := check(r, "cri.sandbox"); c.Status != verify.Warn || !strings.Contains(c.Summary, "registry.k8s.io/pause:3.8") || !strings.Contains(c.Summary, "registry.k8s.io/pause:3.10.2") {
+		t.Errorf("cri.sandbox: %+v", c)
+	}
+	if !r.Verdict.Healthy {
+		t.Errorf("runtime warnings made the node unhealthy: %+v", r.Verdict)
+	}
+	n.rt.info.SandboxImage = "mirror.example.com/k8s/pause:3.10.2"
+	if c := check(verdictOf(t, n), "cri.sandbox"); c.Status != verify.Pass {
+		t.Errorf("a mirror's pause:3.10.2: %+v", c)
+	}
+	n.rt.info.SandboxImage = ""
+	if c := check(verdictOf(t, n), "cri.sandbox"); c.Status != verify.Warn || !strings.Contains(c.Evidence, "registry.k8s.io/pause:3.10.2") {
+		t.Errorf("no sandbox image reported: %+v", c)
 	}
 }
 

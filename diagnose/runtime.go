@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"kjoin.dev/kjoin/cri"
+	"kjoin.dev/kjoin/versions"
 )
 
 // runtimeChecks ask the container runtime over the CRI API, and look for a CNI config.
@@ -45,6 +48,7 @@ func (g *diagnosis) runtimeChecks(ctx context.Context) {
 			if n, err := rt.RunningContainers(cctx); err == nil {
 				g.pass("cri.containers", fmt.Sprintf("%d container(s) running", n), "the workloads may still be serving while the node is NotReady")
 			}
+			g.describeRuntime(cctx, rt)
 		}
 	}
 	if err != nil {
@@ -55,6 +59,57 @@ func (g *diagnosis) runtimeChecks(ctx context.Context) {
 	} else {
 		g.fail("cni.config", "no CNI configuration: pods cannot get a network and the node stays NotReady", ev)
 	}
+}
+
+// describeRuntime reports what the runtime is, whether it answers the RuntimeConfig call
+// kubelets from v1.38 require, and its sandbox image against the one the cluster's version
+// of kubeadm expects (when the API server says its version).
+func (g *diagnosis) describeRuntime(ctx context.Context, rt Runtime) {
+	info, err := rt.Describe(ctx)
+	if err != nil {
+		g.warn("cri.version", "the runtime does not say what it is", err.Error())
+		return
+	}
+	g.pass("cri.version", fmt.Sprintf("%s %s", info.Name, info.Version), "CRI Version")
+	if info.RuntimeConfig {
+		g.pass("cri.runtimeconfig", "the runtime implements the CRI RuntimeConfig call", "cgroup driver "+info.CgroupDriver)
+	} else {
+		g.warn("cri.runtimeconfig", fmt.Sprintf("the runtime does not implement the CRI RuntimeConfig call, which kubelets from v1.%d require: upgrade it (containerd 2.0 or newer)", versions.RuntimeConfigRequired),
+			fmt.Sprintf("%s %s: RuntimeConfig is Unimplemented", info.Name, info.Version))
+	}
+	want := ""
+	if c, err := g.client(); err == nil {
+		if v, err := c.Discovery().ServerVersion(); err == nil {
+			if m, err := versions.Minor(v.GitVersion); err == nil {
+				want = versions.PauseImage(m, "")
+			}
+		}
+	}
+	switch {
+	case info.SandboxImage == "":
+		g.warn("cri.sandbox", "the runtime does not report its sandbox image", "expected "+dashIfEmpty(want))
+	case want == "":
+		g.pass("cri.sandbox", "sandbox image "+info.SandboxImage, "read from "+info.SandboxImageFrom+"; the cluster's version is unknown, not compared")
+	case !cri.SameImage(info.SandboxImage, want) && !sameRepoOtherRegistry(info.SandboxImage, want):
+		g.warn("cri.sandbox", fmt.Sprintf("the runtime's sandbox image %s is not %s, the one this cluster's kubeadm uses", info.SandboxImage, want), "read from "+info.SandboxImageFrom)
+	default:
+		g.pass("cri.sandbox", "sandbox image "+info.SandboxImage, "read from "+info.SandboxImageFrom+"; the cluster's kubeadm uses "+want)
+	}
+}
+
+// sameRepoOtherRegistry accepts a mirror: the same pause tag from another registry (diagnose
+// does not read the cluster's imageRepository).
+func sameRepoOtherRegistry(got, want string) bool {
+	_, gt, _ := strings.Cut(got[strings.LastIndex(got, "/")+1:], ":")
+	_, wt, _ := strings.Cut(want[strings.LastIndex(want, "/")+1:], ":")
+	return cri.IsPauseImage(got) && gt != "" && gt == wt
+}
+
+func dashIfEmpty(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // resourceChecks compare free disk, memory and PIDs with the kubelet's hard eviction thresholds.

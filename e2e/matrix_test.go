@@ -21,79 +21,51 @@ import (
 
 // TestMatrixCell is the compact suite of one compatibility cell (make matrix, KJOIN_MATRIX_CELL
 // set; a fresh lab at the cell's Kubernetes version, KJOIN_MATRIX_KUBELET for the worker's
-// kubelet): kjoin worker join → Ready → verify; kjoin control-plane join → two etcd voters →
+// kubelet, KJOIN_MATRIX_RUNTIME for the joined nodes' container runtime): kjoin worker join → Ready → verify; kjoin control-plane join → two etcd voters →
 // verify, its manifests byte-equal to that minor's kubeadm on the same node and its etcd image
 // the cluster's; diagnose healthy on both; reset of both leaves none of the join's files.
 func TestMatrixCell(t *testing.T) {
 	cell := os.Getenv("KJOIN_MATRIX_CELL")
-	if cell == "" {
-		t.Skip("KJOIN_MATRIX_CELL not set (make matrix)")
+	if cell == "" || os.Getenv("KJOIN_MATRIX_UPGRADE_TO") != "" {
+		t.Skip("KJOIN_MATRIX_CELL not set, or an upgrade cell (make matrix)")
 	}
 	c := framework.Get(t)
-	res := matrix.Result{Cell: cell, Date: time.Now().UTC(), KubeadmVersion: c.K8sVersion, PauseImage: c.PauseImage, Failures: []string{}}
-	for _, ref := range c.Images {
-		if strings.Contains(ref, "/etcd:") {
-			res.EtcdImage = ref
-		}
-	}
-	if v, err := c.Client.Discovery().ServerVersion(); err == nil {
-		res.APIServer = v.GitVersion
-	}
-	res.Runtime = strings.TrimSpace(c.MustRun(t, "cp1", "containerd", "--version").Stdout)
-	if cli, err := c.Etcd(); err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if st, err := cli.Status(ctx, "https://"+c.Hosts["cp1"].IP+":2379"); err == nil {
-			res.EtcdVersion = st.Version // what the running member says it is
-		}
-		cancel()
-		cli.Close()
-	}
-	step := func(name string, f func() error) bool {
-		failedBefore := t.Failed()
-		err := f()
-		if err == nil && !failedBefore && t.Failed() {
-			err = fmt.Errorf("an assertion failed (see the test log)")
-		}
-		if err != nil {
-			res.Failures = append(res.Failures, name+": "+err.Error())
-			t.Errorf("%s: %v", name, err)
-			return false
-		}
-		res.Steps = append(res.Steps, name)
-		return true
-	}
-	defer func() {
-		res.Pass = len(res.Failures) == 0 && !t.Failed()
-		if t.Failed() && len(res.Failures) == 0 {
-			res.Failures = append(res.Failures, "the test failed (see its log)")
-		}
-		if p := os.Getenv("KJOIN_MATRIX_RESULTS"); p != "" {
-			b, _ := json.Marshal(res)
-			f, err := os.OpenFile(p, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-			if err == nil {
-				_, _ = f.Write(append(b, '\n'))
-				f.Close()
+	rec := startCell(t, c, cell)
+	defer rec.finish()
+	step := rec.step
+	res := &rec.res
+
+	if rt := os.Getenv("KJOIN_MATRIX_RUNTIME"); rt != "" {
+		for _, h := range []string{"w1", "cp2"} {
+			if err := c.UseRuntime(h, rt); err != nil {
+				t.Fatal(err)
 			}
 		}
-	}()
-
+	}
 	c.Host(t, "w1")
+	if os.Getenv("KJOIN_MATRIX_RUNTIME") != "" {
+		res.Runtime = strings.TrimSpace(c.MustRun(t, "w1", "containerd", "--version").Stdout)
+	}
 	if k := os.Getenv("KJOIN_MATRIX_KUBELET"); k != "" {
 		if err := c.UseKubelet("w1", k); err != nil {
 			t.Fatal(err)
 		}
 	}
 	res.WorkerKubelet = strings.TrimPrefix(strings.TrimSpace(c.MustRun(t, "w1", "kubelet", "--version").Stdout), "Kubernetes ")
+	var joined joinJSON
 	step("worker join", func() error {
-		if r := kjoinJoin(t, c, "w1"); r.Err != nil {
+		r := kjoinJoin(t, c, "w1", "-o", "json")
+		if r.Err != nil {
 			return fmt.Errorf("exit %d: %s", r.ExitCode, tail(r.Stderr, 5))
 		}
+		joined = parseJoinJSON(t, r)
 		n := c.WaitNodeCondition(t, "w1", corev1.NodeReady, corev1.ConditionTrue, 2*time.Minute)
 		if n.Status.NodeInfo.KubeletVersion != res.WorkerKubelet {
 			return fmt.Errorf("Node w1 reports kubelet %s, the host runs %s", n.Status.NodeInfo.KubeletVersion, res.WorkerKubelet)
 		}
 		return nil
 	})
+	step("the join knows the runtime", func() error { return checkRuntimeReport(c, "w1", joined, res.Runtime) })
 	step("worker verify", func() error { assertVerified(t, c, 0, "w1"); return nil })
 
 	c.Host(t, "cp2")
@@ -127,8 +99,17 @@ func TestMatrixCell(t *testing.T) {
 		})
 	}
 	step("diagnose healthy", func() error {
-		waitDiagnosis(t, c, "w1", "", time.Minute)
+		d := waitDiagnosis(t, c, "w1", "", time.Minute)
 		waitDiagnosis(t, c, "cp2", "", time.Minute)
+		// diagnose's runtime checks read the same runtime the join did.
+		for _, ch := range d.Checks {
+			if ch.ID == "cri.version" && (ch.Status != "pass" || joined.Runtime == nil || ch.Summary != joined.Runtime.Name+" "+joined.Runtime.Version) {
+				return fmt.Errorf("diagnose cri.version: %s %q", ch.Status, ch.Summary)
+			}
+			if ch.ID == "cri.sandbox" && ch.Status != "pass" {
+				return fmt.Errorf("diagnose cri.sandbox: %s %q (%s)", ch.Status, ch.Summary, ch.Evidence)
+			}
+		}
 		return nil
 	})
 	step("reset leaves nothing", func() error {
@@ -145,6 +126,105 @@ func TestMatrixCell(t *testing.T) {
 		assertEtcdVoters(t, c, 1)
 		return nil
 	})
+}
+
+// checkRuntimeReport compares what the join says of host's runtime (JSON runtime, warnings)
+// with the runtime itself (its own --version line): the version, RuntimeConfig answered by
+// containerd 2 and not by 1.x (a warning naming it then), and the sandbox image the lab
+// configured, which is the cluster's pause image (no sandbox warning).
+func checkRuntimeReport(c *framework.Cluster, host string, j joinJSON, versionLine string) error {
+	rt := j.Runtime
+	if rt == nil {
+		return fmt.Errorf("the join's JSON has no runtime")
+	}
+	if !strings.Contains(versionLine, " "+rt.Version) && !strings.Contains(versionLine, " "+strings.TrimPrefix(rt.Version, "v")) {
+		return fmt.Errorf("the join read %s %s, %s's containerd says %q", rt.Name, rt.Version, host, versionLine)
+	}
+	warned := strings.Contains(strings.Join(j.Warnings, "\n"), "RuntimeConfig")
+	v2 := strings.HasPrefix(strings.TrimPrefix(rt.Version, "v"), "2.")
+	if rt.RuntimeConfig != v2 || warned == v2 {
+		return fmt.Errorf("runtime %s: RuntimeConfig %v, warned %v (warnings %q)", rt.Version, rt.RuntimeConfig, warned, j.Warnings)
+	}
+	if rt.SandboxImage != "" && rt.SandboxImage != c.PauseImage {
+		return fmt.Errorf("the join read sandbox image %s (from %s), the lab configured %s", rt.SandboxImage, rt.SandboxImageFrom, c.PauseImage)
+	}
+	if strings.Contains(strings.Join(j.Warnings, "\n"), "sandbox image") {
+		return fmt.Errorf("a sandbox image warning for the cluster's own pause image: %q", j.Warnings)
+	}
+	return nil
+}
+
+// cellRun records one cell's result: the versions read from the running lab, the steps that
+// passed and what failed; finish appends it to KJOIN_MATRIX_RESULTS.
+type cellRun struct {
+	t   *testing.T
+	res matrix.Result
+}
+
+func startCell(t *testing.T, c *framework.Cluster, cell string) *cellRun {
+	r := &cellRun{t: t, res: matrix.Result{Cell: cell, Date: time.Now().UTC(), KubeadmVersion: c.K8sVersion, PauseImage: c.PauseImage, Failures: []string{}}}
+	for _, ref := range c.Images {
+		if strings.Contains(ref, "/etcd:") {
+			r.res.EtcdImage = ref
+		}
+	}
+	r.res.APIServer = apiServerVersion(c)
+	r.res.Runtime = strings.TrimSpace(c.MustRun(t, "cp1", "containerd", "--version").Stdout)
+	r.res.EtcdVersion = etcdMemberVersion(c, "cp1")
+	return r
+}
+
+// step runs one named step; a returned error or a failed assertion is the cell's failure.
+func (r *cellRun) step(name string, f func() error) bool {
+	failedBefore := r.t.Failed()
+	err := f()
+	if err == nil && !failedBefore && r.t.Failed() {
+		err = fmt.Errorf("an assertion failed (see the test log)")
+	}
+	if err != nil {
+		r.res.Failures = append(r.res.Failures, name+": "+err.Error())
+		r.t.Errorf("%s: %v", name, err)
+		return false
+	}
+	r.res.Steps = append(r.res.Steps, name)
+	return true
+}
+
+func (r *cellRun) finish() {
+	r.res.Pass = len(r.res.Failures) == 0 && !r.t.Failed()
+	if r.t.Failed() && len(r.res.Failures) == 0 {
+		r.res.Failures = append(r.res.Failures, "the test failed (see its log)")
+	}
+	if p := os.Getenv("KJOIN_MATRIX_RESULTS"); p != "" {
+		b, _ := json.Marshal(r.res)
+		f, err := os.OpenFile(p, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err == nil {
+			_, _ = f.Write(append(b, '\n'))
+			f.Close()
+		}
+	}
+}
+
+func apiServerVersion(c *framework.Cluster) string {
+	if v, err := c.Client.Discovery().ServerVersion(); err == nil {
+		return v.GitVersion
+	}
+	return ""
+}
+
+// etcdMemberVersion is what the etcd member on host says it runs.
+func etcdMemberVersion(c *framework.Cluster, host string) string {
+	cli, err := c.Etcd()
+	if err != nil {
+		return ""
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if st, err := cli.Status(ctx, "https://"+c.Hosts[host].IP+":2379"); err == nil {
+		return st.Version
+	}
+	return ""
 }
 
 // manifestsMatchKubeadm compares the control-plane manifests kjoin wrote on host with what

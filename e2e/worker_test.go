@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"kjoin.dev/kjoin/cri"
 	"kjoin.dev/kjoin/e2e/framework"
 	"kjoin.dev/kjoin/e2e/lab"
 	"kjoin.dev/kjoin/pki"
@@ -48,8 +49,10 @@ type joinJSON struct {
 	Ready   bool   `json:"ready"`
 	CSR     string `json:"csr"`
 	// Versions the join read: the API server's and the local kubelet's.
-	ClusterVersion string `json:"clusterVersion"`
-	KubeletVersion string `json:"kubeletVersion"`
+	ClusterVersion string    `json:"clusterVersion"`
+	KubeletVersion string    `json:"kubeletVersion"`
+	Runtime        *cri.Info `json:"runtime"`
+	Warnings       []string  `json:"warnings"`
 	Phases         []struct {
 		Name   string `json:"name"`
 		Status string `json:"status"`

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
 
+	"kjoin.dev/kjoin/cri"
 	"kjoin.dev/kjoin/etcd"
 )
 
@@ -94,6 +95,8 @@ type Env struct {
 	Geteuid func() int
 	// PortInUse reports whether a local TCP port is taken.
 	PortInUse func(port int) bool
+	// DescribeRuntime asks the container runtime at a CRI endpoint what it is (cri.Client.Describe).
+	DescribeRuntime func(ctx context.Context, endpoint string) (cri.Info, error)
 	// SocketReachable reports whether a unix socket accepts connections.
 	SocketReachable func(path string) bool
 	// LocalAddressFor returns this host's IP on the route to endpoint (host:port).

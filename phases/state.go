@@ -11,6 +11,7 @@ import (
 
 	"kjoin.dev/kjoin/atomicfile"
 	"kjoin.dev/kjoin/clusterconfig"
+	"kjoin.dev/kjoin/cri"
 	"kjoin.dev/kjoin/discovery"
 	"kjoin.dev/kjoin/token"
 )
@@ -107,6 +108,8 @@ type State struct {
 	// Versions: the API server's and the local kubelet's (version-check).
 	ClusterVersion string
 	KubeletVersion string
+	// Runtime is what the container runtime says it is (version-check).
+	Runtime *cri.Info
 
 	// Cluster configuration fetched with the bootstrap identity.
 	Cluster *clusterconfig.ClusterConfiguration

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
+	"kjoin.dev/kjoin/cri"
 	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/versions"
 )
@@ -39,12 +41,53 @@ func runVersionCheck(ctx context.Context, e *Env, s *State) error {
 			s.KubeletVersion = kv
 			return "", versions.CheckKubelet(kv, s.ClusterVersion, "")
 		}},
+		{"ContainerRuntimeVersion", func() (string, error) { return checkRuntime(ctx, e, s) }},
 	})
 	if err != nil {
 		return err
 	}
 	e.Logf("version-check", "cluster %s, kubelet %s: inside the support window %s", s.ClusterVersion, s.KubeletVersion, versions.Window())
 	return nil
+}
+
+// checkRuntime asks the runtime what it is (kubeadm's ContainerRuntimeVersion check, plus its
+// image-pull check's sandbox image comparison) and records the answer in s.Runtime.
+func checkRuntime(ctx context.Context, e *Env, s *State) (string, error) {
+	if e.DescribeRuntime == nil {
+		return "", nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	info, err := e.DescribeRuntime(cctx, s.Opts.CRISocket)
+	if err != nil {
+		return "", fmt.Errorf("could not ask the container runtime at %s what it is: %w", s.Opts.CRISocket, err)
+	}
+	s.Runtime = &info
+	e.Logf("version-check", "container runtime %s %s at %s", info.Name, info.Version, s.Opts.CRISocket)
+	var warnings []string
+	if !info.RuntimeConfig {
+		msg := fmt.Sprintf("the container runtime %s %s does not implement the CRI RuntimeConfig call, which kubelets from v1.%d require (the kubelet then takes its cgroup driver from the runtime, KEP 4033): upgrade the runtime (containerd 2.0 or newer)",
+			info.Name, info.Version, versions.RuntimeConfigRequired)
+		if m, err := versions.Minor(s.KubeletVersion); err == nil && m >= versions.RuntimeConfigRequired {
+			return "", fmt.Errorf("%s", msg)
+		}
+		warnings = append(warnings, msg)
+	}
+	if m, err := versions.Minor(s.ClusterVersion); err == nil {
+		repo := ""
+		if s.Cluster != nil {
+			repo = s.Cluster.ImageRepository
+		}
+		want := versions.PauseImage(m, repo)
+		switch {
+		case info.SandboxImage == "":
+			e.Debugf("version-check", "the container runtime does not report its sandbox image; expected %s", want)
+		case !cri.SameImage(info.SandboxImage, want):
+			warnings = append(warnings, fmt.Sprintf("the container runtime's sandbox image is %s (read from %s), but Kubernetes %s's kubeadm uses %s: configure the runtime with %s",
+				info.SandboxImage, info.SandboxImageFrom, s.ClusterVersion, want, want))
+		}
+	}
+	return strings.Join(warnings, "; "), nil
 }
 
 // kubeletVersion asks the local kubelet binary for its version ("Kubernetes v1.37.2").

@@ -2,12 +2,14 @@ package phases
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/version"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 
+	"kjoin.dev/kjoin/cri"
 	"kjoin.dev/kjoin/operr"
 )
 
@@ -73,5 +75,74 @@ func TestVersionPolicy(t *testing.T) {
 	s := &State{Opts: o}
 	if _, err := Run(context.Background(), h.env, s, Join, RunOptions{}); err != nil || !strings.Contains(strings.Join(s.Warnings, "\n"), "[KubeletVersion]") {
 		t.Errorf("ignored KubeletVersion: %v, warnings %v", err, s.Warnings)
+	}
+}
+
+// The runtime is asked what it is: no RuntimeConfig call is a warning naming the runtime (an
+// error for a kubelet that requires it), a sandbox image other than this minor's kubeadm's is a
+// warning naming both, and the answer is recorded for the JSON output.
+func TestRuntimeCheck(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, api string
+		info      cri.Info
+		err       error
+		want      []string // in the warnings
+		notWant   string
+	}{
+		{name: "containerd 1.6", api: "v1.37.2", info: cri.Info{Name: "containerd", Version: "1.6.20", SandboxImage: "registry.k8s.io/pause:3.10.2"},
+			want: []string{"[ContainerRuntimeVersion]", "containerd 1.6.20", "RuntimeConfig", "v1.38"}, notWant: "sandbox image"},
+		{name: "old sandbox image", api: "v1.37.2", info: cri.Info{Name: "containerd", Version: "v2.4.2", RuntimeConfig: true, SandboxImage: "registry.k8s.io/pause:3.8", SandboxImageFrom: "x"},
+			want: []string{"[ContainerRuntimeVersion]", "registry.k8s.io/pause:3.8", "registry.k8s.io/pause:3.10.2"}, notWant: "RuntimeConfig"},
+		{name: "v1.35's pause", api: "v1.35.4", info: cri.Info{Name: "containerd", Version: "v2.4.2", RuntimeConfig: true, SandboxImage: "registry.k8s.io/pause:3.10.2"},
+			want: []string{"registry.k8s.io/pause:3.10.1"}},
+		{name: "all good", api: "v1.36.3", info: cri.Info{Name: "containerd", Version: "v2.4.2", RuntimeConfig: true, SandboxImage: "registry.k8s.io/pause:3.10.2"},
+			notWant: "ContainerRuntimeVersion"},
+		{name: "no sandbox image reported", api: "v1.37.2", info: cri.Info{Name: "containerd", Version: "v2.4.2", RuntimeConfig: true},
+			notWant: "ContainerRuntimeVersion"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			h := newTestHost(t)
+			h.client.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{GitVersion: c.api}
+			h.runner.kubeletVersion = c.api
+			var asked string
+			h.env.DescribeRuntime = func(_ context.Context, endpoint string) (cri.Info, error) { asked = endpoint; return c.info, nil }
+			s := &State{Opts: h.options(t)}
+			if _, err := Run(context.Background(), h.env, s, Join, RunOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if asked != s.Opts.CRISocket || s.Runtime == nil || *s.Runtime != c.info {
+				t.Errorf("asked %q (want %q), recorded %+v", asked, s.Opts.CRISocket, s.Runtime)
+			}
+			got := strings.Join(s.Warnings, "\n")
+			for _, w := range c.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("warnings %q lack %q", got, w)
+				}
+			}
+			if c.notWant != "" && strings.Contains(got, c.notWant) {
+				t.Errorf("warnings %q say %q", got, c.notWant)
+			}
+		})
+	}
+	// A runtime that cannot say what it is fails the check (exit 3), before anything is written.
+	h := newTestHost(t)
+	h.env.DescribeRuntime = func(context.Context, string) (cri.Info, error) { return cri.Info{}, errors.New("connection refused") }
+	_, err := Run(context.Background(), h.env, &State{Opts: h.options(t)}, Join, RunOptions{})
+	if operr.CodeOf(err) != operr.Preflight || !strings.Contains(err.Error(), "[ERROR ContainerRuntimeVersion]") || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("got %v", err)
+	}
+	if h.env.Exists(KubernetesDir) {
+		t.Errorf("the refused join wrote %s", KubernetesDir)
+	}
+	// A kubelet that requires RuntimeConfig makes its absence an error.
+	err = nil
+	s := &State{ClusterVersion: "v1.38.0", KubeletVersion: "v1.38.0", Opts: Options{CRISocket: "unix:///run/containerd/containerd.sock"}}
+	e := &Env{DescribeRuntime: func(context.Context, string) (cri.Info, error) {
+		return cri.Info{Name: "containerd", Version: "1.6.20"}, nil
+	}}
+	if _, err = checkRuntime(context.Background(), e, s); err == nil || !strings.Contains(err.Error(), "RuntimeConfig") {
+		t.Errorf("a v1.38 kubelet on a runtime without RuntimeConfig: %v", err)
 	}
 }

@@ -96,3 +96,20 @@ func FlexVolumeMount(minor int) bool { return clamp(minor) <= 35 }
 // into instance-config.yaml (feature gate NodeLocalCRISocket GA and locked from v1.36); before,
 // the gate can be off and the socket then goes into the kubelet's flags.
 func NodeLocalCRISocketLocked(minor int) bool { return clamp(minor) >= 36 }
+
+// pauseTags are the pause images each minor's kubeadm expects the runtime's sandbox image to be
+// (its constants' PauseVersion).
+var pauseTags = map[int]string{35: "3.10.1", 36: "3.10.2", 37: "3.10.2"}
+
+// PauseImage is the sandbox image this minor's kubeadm expects under repository
+// ("registry.k8s.io" when empty).
+func PauseImage(minor int, repository string) string {
+	if repository == "" {
+		repository = "registry.k8s.io"
+	}
+	return strings.TrimSuffix(repository, "/") + "/pause:" + pauseTags[clamp(minor)]
+}
+
+// RuntimeConfigRequired is the first kubelet minor that requires the container runtime to
+// implement the CRI RuntimeConfig call (it takes the cgroup driver from the runtime; KEP 4033).
+const RuntimeConfigRequired = 38

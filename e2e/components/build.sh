@@ -39,11 +39,38 @@ skew_kubelets() {
     ln -sfn "$out/kubelet" "$bin/kubelet-$v"
   done
 }
+# Other container runtimes a lab host may run instead of Debian's containerd (Lab.UseRuntime):
+# KJOIN_RUNTIMES="containerd-v2.4.2" builds containerd, its runc shim and ctr from that nested
+# module into a cache keyed by its go.sum, linked into bin/runtimes/NAME/.
+read -r -a RUNTIMES <<< "${KJOIN_RUNTIMES:-}"
+runtimes() {
+  for r in "${RUNTIMES[@]}"; do
+    local dir=$here/$r
+    [ -f "$dir/go.mod" ] || { echo "no runtime module $dir" >&2; exit 2; }
+    local v=${r#containerd-}
+    local out="$cache/components/$r-$(sha256sum "$dir/go.sum" | cut -c1-12)"
+    local p
+    for p in containerd containerd-shim-runc-v2 ctr; do
+      [ -x "$out/$p" ] && continue
+      local start; start=$(date +%s)
+      echo "building $p $v (in $dir)" >&2
+      mkdir -p "$out"
+      (cd "$dir" && CGO_ENABLED=0 go build -trimpath -tags "no_btrfs no_devmapper no_zfs" \
+        -ldflags "-s -w -X github.com/containerd/containerd/v2/version.Version=$v -X github.com/containerd/containerd/v2/version.Revision=kjoin-lab" \
+        -o "$out/.$p.tmp" "github.com/containerd/containerd/v2/cmd/$p")
+      mv "$out/.$p.tmp" "$out/$p"
+      echo "built $p $v in $(( $(date +%s) - start ))s" >&2
+    done
+    mkdir -p "$bin/runtimes"
+    ln -sfn "$out" "$bin/runtimes/$r"
+  done
+}
 progs=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubeadm kubectl)
 missing=()
 for p in "${progs[@]}"; do [ -x "$bin/$p" ] || missing+=("$p"); done
 mkdir -p "$bin"
 [ "$minor" != 37 ] || skew_kubelets
+runtimes
 if [ ${#missing[@]} -eq 0 ]; then echo "$bin"; exit 0; fi
 minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
 kver="-X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"

@@ -97,7 +97,7 @@ func (l *Lab) AddHost(ctx context.Context, name string, logf func(string, ...any
 		return h, nil
 	}
 	start := time.Now()
-	h = &Host{Name: name, IP: ip, PodCIDR: podCIDR(name)}
+	h = &Host{Name: name, IP: ip, PodCIDR: podCIDR(name), Runtime: l.Runtimes[name]}
 	if err := l.createHost(ctx, h); err != nil {
 		return nil, fmt.Errorf("create host %s: %w", name, err)
 	}
@@ -131,13 +131,7 @@ func (l *Lab) UseKubelet(host, version string) error {
 	if _, err := os.Stat(bin); err != nil {
 		return fmt.Errorf("no kubelet %s in the component build (e2e/components/build.sh SKEW_KUBELETS): %w", version, err)
 	}
-	dir := l.HostPath(host, "/run/lab/bin")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	link := filepath.Join(dir, "kubelet")
-	_ = os.Remove(link)
-	return os.Symlink(bin, link)
+	return l.UseProgram(host, "kubelet", bin)
 }
 
 func (l *Lab) hostAlive(name string) bool {
@@ -165,6 +159,9 @@ func (l *Lab) createHost(ctx context.Context, h *Host) error {
 		return err
 	}
 	if err := l.writePythonWrapper(h); err != nil {
+		return err
+	}
+	if err := l.linkRuntime(h); err != nil {
 		return err
 	}
 	if err := l.writeContainerdConfig(ctx, h); err != nil {
@@ -249,18 +246,34 @@ var (
 	reSandbox = regexp.MustCompile(`sandbox_image = ".*"`)
 	reCNIBin  = regexp.MustCompile(`bin_dir = ".*"`)
 	reSystemd = regexp.MustCompile(`SystemdCgroup = true`)
+	// containerd 2 (config version 3)
+	rePinnedSandbox = regexp.MustCompile(`(?m)^(\s*)sandbox = ['"].*['"]`)
+	reCNIBinDirs    = regexp.MustCompile(`bin_dirs = \[.*\]`)
 )
 
+// writeContainerdConfig writes the host's containerd configuration: that containerd's own
+// defaults, with the cluster's pause image as the sandbox image (containerd 1.x: the CRI
+// plugin's sandbox_image; 2.x: the images plugin's pinned_images sandbox), Debian's CNI
+// plugins, cgroupfs and the OOM score restriction a namespace without CAP_SYS_RESOURCE needs.
 func (l *Lab) writeContainerdConfig(ctx context.Context, h *Host) error {
-	out, err := exec.CommandContext(ctx, "containerd", "config", "default").Output()
+	bin := "containerd"
+	if h.Runtime != "" {
+		bin = filepath.Join(l.BinDir, "runtimes", h.Runtime, "containerd")
+	}
+	out, err := exec.CommandContext(ctx, bin, "config", "default").Output()
 	if err != nil {
-		return fmt.Errorf("containerd config default: %w", err)
+		return fmt.Errorf("%s config default: %w", bin, err)
 	}
 	cfg := string(out)
 	cfg = reOOM.ReplaceAllString(cfg, "restrict_oom_score_adj = true")
 	cfg = reSandbox.ReplaceAllString(cfg, fmt.Sprintf("sandbox_image = %q", l.PauseImage))
 	cfg = reCNIBin.ReplaceAllString(cfg, `bin_dir = "/usr/lib/cni"`)
 	cfg = reSystemd.ReplaceAllString(cfg, "SystemdCgroup = false")
+	cfg = rePinnedSandbox.ReplaceAllString(cfg, fmt.Sprintf("${1}sandbox = %q", l.PauseImage))
+	cfg = reCNIBinDirs.ReplaceAllString(cfg, `bin_dirs = ["/usr/lib/cni"]`)
+	if h.Runtime != "" && !strings.Contains(cfg, l.PauseImage) {
+		return fmt.Errorf("%s config default: no sandbox image setting to point at %s", bin, l.PauseImage)
+	}
 	return os.WriteFile(filepath.Join(l.hostDir(h.Name), bindDirName("/run/lab"), "containerd.toml"), []byte(cfg), 0o644)
 }
 

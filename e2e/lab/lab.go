@@ -51,6 +51,8 @@ type Lab struct {
 	// CAHash is the sha256 SPKI pin of the cluster CA, once cp1 is initialised.
 	CAHash string           `json:"caHash,omitempty"`
 	Hosts  map[string]*Host `json:"hosts"`
+	// Runtimes are the runtimes hosts not yet up will run (UseRuntime), by host name.
+	Runtimes map[string]string `json:"runtimes,omitempty"`
 
 	mu sync.Mutex
 }
@@ -60,6 +62,9 @@ type Host struct {
 	Name    string `json:"name"`
 	IP      string `json:"ip"`
 	PodCIDR string `json:"podCIDR"`
+	// Runtime is the container runtime build the host runs (bin/runtimes/NAME, UseRuntime);
+	// empty: the machine's containerd package.
+	Runtime string `json:"runtime,omitempty"`
 }
 
 // Options configure Up.

@@ -11,6 +11,38 @@ import (
 	"time"
 )
 
+// UseRuntime makes a host that is not up yet run another container runtime build
+// (e2e/components/build.sh KJOIN_RUNTIMES, e.g. "containerd-v2.4.2") instead of the machine's
+// containerd package.
+func (l *Lab) UseRuntime(host, name string) error {
+	if l.hostAlive(host) {
+		return fmt.Errorf("host %s is up already: its runtime is chosen before it is created", host)
+	}
+	if _, err := os.Stat(filepath.Join(l.BinDir, "runtimes", name, "containerd")); err != nil {
+		return fmt.Errorf("no runtime %s in the component build (KJOIN_RUNTIMES=%s e2e/components/build.sh): %w", name, name, err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.Runtimes == nil {
+		l.Runtimes = map[string]string{}
+	}
+	l.Runtimes[host] = name
+	return l.save()
+}
+
+// linkRuntime puts the host's runtime build (containerd, its shim, ctr) first on its PATH.
+func (l *Lab) linkRuntime(h *Host) error {
+	if h.Runtime == "" {
+		return nil
+	}
+	for _, p := range []string{"containerd", "containerd-shim-runc-v2", "ctr"} {
+		if err := l.UseProgram(h.Name, p, filepath.Join(l.BinDir, "runtimes", h.Runtime, p)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // StopContainerd stops a host's containerd (its shims and containers keep running, as on a
 // real node) and removes its socket, so the host has no container runtime to find.
 func (l *Lab) StopContainerd(host string) error {

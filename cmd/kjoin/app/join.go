@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"kjoin.dev/kjoin/cri"
 	"kjoin.dev/kjoin/joinconfig"
 	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/phases"
@@ -124,6 +125,7 @@ type JoinReport struct {
 	CAPin             string                `json:"caCertHash,omitempty"`
 	ClusterVersion    string                `json:"clusterVersion,omitempty"`
 	KubeletVersion    string                `json:"kubeletVersion,omitempty"`
+	Runtime           *cri.Info             `json:"runtime,omitempty"`
 	ClientCertificate string                `json:"clientCertificate,omitempty"`
 	CSR               string                `json:"csr,omitempty"`
 	RegisteredAfterMs int64                 `json:"registeredAfterMs,omitempty"`
@@ -179,7 +181,7 @@ func runJoin(cmd *cobra.Command, deps *Deps, o *JoinOptions) error {
 	}
 	report := JoinReport{
 		Changed: s.Changed(), Node: s.Opts.NodeName, Role: "worker", Endpoint: token.Redact(s.Opts.Endpoint),
-		ClusterVersion: s.ClusterVersion, KubeletVersion: s.KubeletVersion,
+		ClusterVersion: s.ClusterVersion, KubeletVersion: s.KubeletVersion, Runtime: s.Runtime,
 		ClientCertificate: s.ClientCertPath, CSR: s.CSRName, Ready: s.Ready, DryRun: s.Opts.DryRun,
 		RegisteredAfterMs: s.RegisteredAfter.Milliseconds(), ReadyAfterMs: s.ReadyAfter.Milliseconds(),
 		PlannedWrites: s.PlannedWrites, PlannedActions: s.PlannedAPI, Phases: results, Warnings: s.Warnings,

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
+	"kjoin.dev/kjoin/cri"
 	"kjoin.dev/kjoin/etcd"
 	"kjoin.dev/kjoin/joinconfig"
 	"kjoin.dev/kjoin/operr"
@@ -197,6 +198,14 @@ func HostEnv(root string, verbosity int, progress io.Writer) *phases.Env {
 			}
 			defer c.Close()
 			return c.LocalAddr().(*net.UDPAddr).IP.String(), nil
+		},
+		DescribeRuntime: func(ctx context.Context, endpoint string) (cri.Info, error) {
+			c, err := cri.Dial(root, endpoint)
+			if err != nil {
+				return cri.Info{}, err
+			}
+			defer c.Close()
+			return c.Describe(ctx)
 		},
 		SocketReachable: func(path string) bool {
 			c, err := net.DialTimeout("unix", path, 2*time.Second)
