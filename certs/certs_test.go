@@ -148,3 +148,56 @@ func FuzzParseCertificateKey(f *testing.F) {
 		}
 	})
 }
+
+// IPv6 single-stack and dual-stack: the apiserver certificate names the first service IP of
+// the first family (as kubeadm), the IPv6 advertise address and a bracketed IPv6 endpoint's
+// host; etcd's certificates name the IPv6 address; kubeconfigs put the address in brackets.
+func TestNodeCertsIPv6AndDualStack(t *testing.T) {
+	cas := map[string]*CA{}
+	for _, n := range []string{"ca", "front-proxy-ca", "etcd/ca"} {
+		cas[n], _, _ = newCA(t, n)
+	}
+	for _, c := range []struct {
+		name, cfg, adv string
+		names          []string
+		local          string // the node's own kubeconfigs' server
+	}{
+		{"ipv6", "controlPlaneEndpoint: \"[fd77::11]:6443\"\nnetworking:\n  serviceSubnet: fd77:96::/112\n", "fd77::12",
+			[]string{"fd77:96::1", "fd77::12", "fd77::11", "cp2", "kubernetes.default.svc.cluster.local"}, "https://[fd77::12]:6443"},
+		{"dual", "controlPlaneEndpoint: cp.example:6443\nnetworking:\n  serviceSubnet: 10.96.0.0/12,fd77:96::/112\n", "10.0.0.2",
+			[]string{"10.96.0.1", "10.0.0.2", "cp.example"}, "https://10.0.0.2:6443"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := cc.Parse([]byte("apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nkubernetesVersion: v1.37.2\n" + c.cfg))
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := Node{Name: "cp2", AdvertiseAddress: c.adv, BindPort: 6443}
+			leaves, err := NodeCerts(cfg, n, cas, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			api, _ := pki.ParseCert(leaves["apiserver"].Cert)
+			for _, name := range c.names {
+				if err := api.VerifyHostname(name); err != nil {
+					t.Errorf("apiserver cert: %v", err)
+				}
+			}
+			for _, leaf := range []string{"etcd/server", "etcd/peer"} {
+				crt, _ := pki.ParseCert(leaves[leaf].Cert)
+				if err := crt.VerifyHostname(c.adv); err != nil {
+					t.Errorf("%s: %v", leaf, err)
+				}
+			}
+			kcs, err := Kubeconfigs(cfg, n, cas["ca"], time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range []string{"controller-manager.conf", "scheduler.conf"} {
+				if !strings.Contains(string(kcs[f]), "server: "+c.local+"\n") {
+					t.Errorf("%s does not name %s:\n%s", f, c.local, kcs[f])
+				}
+			}
+		})
+	}
+}

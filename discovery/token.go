@@ -137,6 +137,9 @@ func Token(ctx context.Context, req Request) (*Result, error) {
 func CheckEndpoint(endpoint string) error {
 	host, port, err := net.SplitHostPort(endpoint)
 	if err != nil {
+		if i := strings.LastIndex(endpoint, ":"); i > 0 && net.ParseIP(endpoint[:i]) != nil && strings.Contains(endpoint[:i], ":") {
+			return fmt.Errorf("an IPv6 address with a port goes in brackets: [%s]:%s", endpoint[:i], endpoint[i+1:])
+		}
 		return fmt.Errorf("not host:port: %w", err)
 	}
 	if host == "" {

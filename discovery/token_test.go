@@ -282,3 +282,42 @@ func TestTokenDiscoveryWaitsForASignerThatHasNotRunYet(t *testing.T) {
 }
 
 func tlsConfig(c tls.Certificate) *tls.Config { return &tls.Config{Certificates: []tls.Certificate{c}} }
+
+// Over IPv6 the endpoint is bracketed ("[::1]:port"): discovery reaches it, verifies the
+// chain against an IPv6 SAN, and keeps cluster-info's bracketed server URL as it is.
+func TestTokenDiscoveryOverIPv6(t *testing.T) {
+	l, err := net.Listen("tcp", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback here: %v", err)
+	}
+	ca, issue := newCA(t)
+	caPEM := pki.EncodeCert(ca)
+	s := &server{}
+	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.requests.Add(1)
+		_ = json.NewEncoder(w).Encode(clusterInfo(t, caPEM, "https://[fd77::11]:6443", tok))
+	}))
+	s.Listener.Close()
+	s.Listener = l
+	s.TLS = &tls.Config{Certificates: []tls.Certificate{issue(nil, []net.IP{net.IPv6loopback}, time.Now().Add(-time.Minute))}}
+	s.StartTLS()
+	t.Cleanup(s.Close)
+	ep := endpointOf(s)
+	if !strings.HasPrefix(ep, "[::1]:") {
+		t.Fatalf("endpoint %q is not a bracketed IPv6 address", ep)
+	}
+	if err := CheckEndpoint(ep); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Token(context.Background(), request(t, ep, Pin(ca)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Server != "https://[fd77::11]:6443" || s.requests.Load() != 2 {
+		t.Errorf("server %q after %d reads", res.Server, s.requests.Load())
+	}
+	// A bare IPv6 address with a port is refused with the bracketed form to use instead.
+	if err := CheckEndpoint("fd77::11:6443"); err == nil || !strings.Contains(err.Error(), "[fd77::11]:6443") {
+		t.Errorf("unbracketed IPv6: %v", err)
+	}
+}

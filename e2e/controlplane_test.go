@@ -30,7 +30,7 @@ import (
 func kjoinControlPlane(t *testing.T, c *framework.Cluster, host, certKey string, extra ...string) lab.Result {
 	t.Helper()
 	writeToken(t, c, host, lab.Token)
-	args := append([]string{"kjoin", "join", lab.Endpoint(), "--token-file", "/run/lab/token", "--discovery-token-ca-cert-hash", c.CAHash,
+	args := append([]string{"kjoin", "join", c.JoinEndpoint(), "--token-file", "/run/lab/token", "--discovery-token-ca-cert-hash", c.CAHash,
 		"--control-plane", "--certificate-key", certKey, "--apiserver-advertise-address", c.Hosts[host].IP}, extra...)
 	return c.Run(t, host, args...)
 }

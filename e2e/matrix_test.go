@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"kjoin.dev/kjoin/e2e/framework"
 	"kjoin.dev/kjoin/e2e/matrix"
@@ -66,6 +68,9 @@ func TestMatrixCell(t *testing.T) {
 		return nil
 	})
 	step("the join knows the runtime", func() error { return checkRuntimeReport(c, "w1", joined, res.Runtime) })
+	if c.Family != "" && c.Family != "ipv4" {
+		step("node and pod addresses of the lab's family", func() error { return checkFamily(t, c, "w1") })
+	}
 	step("worker verify", func() error { assertVerified(t, c, 0, "w1"); return nil })
 
 	c.Host(t, "cp2")
@@ -154,6 +159,61 @@ func checkRuntimeReport(c *framework.Cluster, host string, j joinJSON, versionLi
 	return nil
 }
 
+// checkFamily checks a joined node's addresses on an IPv6 or dual-stack lab: the Node's
+// InternalIPs are the host's node IPs (dual: both families), and a pod on it gets an address
+// of each family the cluster has.
+func checkFamily(t *testing.T, c *framework.Cluster, host string) error {
+	ctx := context.Background()
+	h := c.Hosts[host]
+	want := []string{h.IP6}
+	if c.Family == "dual" {
+		want = []string{h.IP4, h.IP6}
+	}
+	n, err := c.Client.CoreV1().Nodes().Get(ctx, host, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	var internal []string
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			internal = append(internal, a.Address)
+		}
+	}
+	if strings.Join(internal, ",") != strings.Join(want, ",") {
+		return fmt.Errorf("Node %s InternalIPs %v, want %v", host, internal, want)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "family-" + host, Namespace: "default"},
+		Spec: corev1.PodSpec{NodeName: host, Containers: []corev1.Container{{Name: "pause", Image: c.PauseImage, ImagePullPolicy: corev1.PullNever}},
+			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}}}}
+	made, err := c.Client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Client.CoreV1().Pods("default").Delete(ctx, made.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}) }()
+	var ips []string
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		p, err := c.Client.CoreV1().Pods("default").Get(ctx, made.Name, metav1.GetOptions{})
+		if err != nil || p.UID != made.UID {
+			return false, nil
+		}
+		ips = nil
+		for _, ip := range p.Status.PodIPs {
+			ips = append(ips, ip.IP)
+		}
+		return p.Status.Phase == corev1.PodRunning && len(ips) == len(want), nil
+	})
+	if err != nil {
+		return fmt.Errorf("pod %s (UID %s) on %s: addresses %v, want one per family %v: %w", made.Name, made.UID, host, ips, want, err)
+	}
+	for i, ip := range ips {
+		if v4 := net.ParseIP(ip).To4() != nil; v4 != (net.ParseIP(want[i]).To4() != nil) {
+			return fmt.Errorf("pod %s's address %d is %s, not of %s's family", made.Name, i, ip, want[i])
+		}
+	}
+	t.Logf("pod %s on %s: %v", made.Name, host, ips)
+	return nil
+}
+
 // cellRun records one cell's result: the versions read from the running lab, the steps that
 // passed and what failed; finish appends it to KJOIN_MATRIX_RESULTS.
 type cellRun struct {
@@ -221,7 +281,7 @@ func etcdMemberVersion(c *framework.Cluster, host string) string {
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if st, err := cli.Status(ctx, "https://"+c.Hosts[host].IP+":2379"); err == nil {
+	if st, err := cli.Status(ctx, "https://"+net.JoinHostPort(c.Hosts[host].IP, "2379")); err == nil {
 		return st.Version
 	}
 	return ""

@@ -31,7 +31,7 @@ import (
 func kjoinJoin(t *testing.T, c *framework.Cluster, host string, extra ...string) lab.Result {
 	t.Helper()
 	writeToken(t, c, host, lab.Token)
-	args := append([]string{"kjoin", "join", lab.Endpoint(), "--token-file", "/run/lab/token", "--discovery-token-ca-cert-hash", c.CAHash}, extra...)
+	args := append([]string{"kjoin", "join", c.JoinEndpoint(), "--token-file", "/run/lab/token", "--discovery-token-ca-cert-hash", c.CAHash}, extra...)
 	return c.Run(t, host, args...)
 }
 

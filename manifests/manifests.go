@@ -122,11 +122,11 @@ func apiserver(c *cc.ClusterConfiguration, n Node) *corev1.Pod {
 			cc.Arg{Name: "etcd-cafile", Value: path.Join(pki, "etcd", "ca.crt")},
 			cc.Arg{Name: "etcd-certfile", Value: path.Join(pki, "apiserver-etcd-client.crt")},
 			cc.Arg{Name: "etcd-keyfile", Value: path.Join(pki, "apiserver-etcd-client.key")},
-			cc.Arg{Name: "etcd-servers", Value: "https://127.0.0.1:2379"})
+			cc.Arg{Name: "etcd-servers", Value: "https://" + joinHostPort(localhostOf(n.AdvertiseAddress), 2379)})
 	}
 	probeHost := n.AdvertiseAddress
 	p := pod("kube-apiserver", c.Image("kube-apiserver"), cc.Command(args, c.APIServer.ExtraArgs), "250m", "", n, c.APIServer.ExtraEnvs)
-	p.Annotations = map[string]string{"kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint": fmt.Sprintf("%s:%d", n.AdvertiseAddress, n.BindPort)}
+	p.Annotations = map[string]string{"kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint": joinHostPort(n.AdvertiseAddress, n.BindPort)}
 	ctr := &p.Spec.Containers[0]
 	ctr.Ports = probePort(n.BindPort)
 	ctr.LivenessProbe = probe(probeHost, "/livez", corev1.URISchemeHTTPS, 10, 15, 8, 10)
@@ -212,10 +212,7 @@ func Etcd(c *cc.ClusterConfiguration, n Node, members []Member) ([]byte, error) 
 	pki := path.Join(c.CertificatesDir, "etcd")
 	clientURL := "https://" + joinHostPort(n.AdvertiseAddress, 2379)
 	peerURL := "https://" + joinHostPort(n.AdvertiseAddress, 2380)
-	local := "127.0.0.1"
-	if strings.Contains(n.AdvertiseAddress, ":") {
-		local = "::1"
-	}
+	local := localhostOf(n.AdvertiseAddress)
 	args := []cc.Arg{
 		{Name: "name", Value: n.Name},
 		{Name: "listen-client-urls", Value: "https://" + joinHostPort(local, 2379) + "," + clientURL},
@@ -260,6 +257,15 @@ func Etcd(c *cc.ClusterConfiguration, n Node, members []Member) ([]byte, error) 
 		{Name: "etcd-certs", HostPath: pki, MountPath: pki, PathType: corev1.HostPathDirectoryOrCreate},
 	})
 	return marshal(p)
+}
+
+// localhostOf is the loopback address of the advertise address's family (kubeadm: etcd and the
+// API server's etcd client use [::1] on an IPv6 control plane).
+func localhostOf(advertise string) string {
+	if ip := net.ParseIP(advertise); ip != nil && ip.To4() == nil {
+		return "::1"
+	}
+	return "127.0.0.1"
 }
 
 func joinHostPort(h string, port int) string { return net.JoinHostPort(h, strconv.Itoa(port)) }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -104,23 +105,38 @@ func TestExtraArgsOverrideAndAppend(t *testing.T) {
 // v1.35 with its flexvolume mount, each with its own etcd image.
 func TestRenderMatchesKubeadmOfEachMinor(t *testing.T) {
 	dirs, _ := filepath.Glob(filepath.Join("testdata", "kubeadm", "v1.*"))
-	if len(dirs) < 3 {
-		t.Fatalf("golden manifests for %d minors, want every supported one (e2e/scripts/golden-manifests.sh)", len(dirs))
+	minors := map[string]bool{}
+	for _, d := range dirs {
+		v, _, _ := strings.Cut(filepath.Base(d), "-")
+		minors[v] = true
+	}
+	if len(minors) < 3 {
+		t.Fatalf("golden manifests for %d minors, want every supported one (e2e/scripts/golden-manifests.sh)", len(minors))
 	}
 	debian := map[string]bool{"/etc/ca-certificates": true, "/usr/share/ca-certificates": true, "/usr/local/share/ca-certificates": true}
-	n := Node{Name: "cp2", AdvertiseAddress: "10.77.0.12", BindPort: 6443, HostDirExists: func(d string) bool { return debian[d] }}
 	for _, dir := range dirs {
-		v := filepath.Base(dir)
-		t.Run(v, func(t *testing.T) {
+		name := filepath.Base(dir) // v1.37.2, v1.37.2-ipv6, v1.37.2-dual
+		v, _, _ := strings.Cut(name, "-")
+		t.Run(name, func(t *testing.T) {
 			kv, err := os.ReadFile(filepath.Join(dir, "kubeadm-version"))
 			if err != nil || strings.TrimSpace(string(kv)) != v {
 				t.Fatalf("%s was not written by kubeadm %s (%q, %v)", dir, v, kv, err)
 			}
-			c, err := cc.Parse([]byte("apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nkubernetesVersion: " + v +
-				"\ncontrolPlaneEndpoint: control-plane.lab:6443\nnetworking:\n  podSubnet: 10.244.0.0/16\n  serviceSubnet: 10.96.0.0/12\n"))
+			// The node and the cluster configuration are the ones kubeadm was given.
+			cfg, err := os.ReadFile(filepath.Join(dir, "kubeadm-config.yaml"))
 			if err != nil {
 				t.Fatal(err)
 			}
+			init, cluster, _ := strings.Cut(string(cfg), "\n---\n")
+			adv := regexp.MustCompile(`advertiseAddress: (\S+)`).FindStringSubmatch(init)
+			if adv == nil {
+				t.Fatalf("%s/kubeadm-config.yaml names no advertiseAddress", dir)
+			}
+			c, err := cc.Parse([]byte(cluster))
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := Node{Name: "cp2", AdvertiseAddress: adv[1], BindPort: 6443, HostDirExists: func(d string) bool { return debian[d] }}
 			cp, err := ControlPlane(c, n)
 			if err != nil {
 				t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -118,13 +119,24 @@ func byID(r *Report, node, id string) Check {
 // cluster: cp1 (control plane, healthy API server over TLS) and w1 (worker).
 func cluster(t *testing.T, objs ...runtime.Object) (Options, *fakeEtcd, *httptest.Server) {
 	t.Helper()
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return clusterOn(t, nil, objs...)
+}
+
+// clusterOn is cluster with cp1's API server on listener l (nil: IPv4 loopback).
+func clusterOn(t *testing.T, l net.Listener, objs ...runtime.Object) (Options, *fakeEtcd, *httptest.Server) {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/livez" {
 			_, _ = w.Write([]byte("ok"))
 			return
 		}
 		http.NotFound(w, r)
 	}))
+	if l != nil {
+		srv.Listener.Close()
+		srv.Listener = l
+	}
+	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	pool := x509.NewCertPool()
 	pool.AddCert(srv.Certificate())
@@ -322,5 +334,25 @@ func TestPendingCSRsOfOthersDoNotFailTheNode(t *testing.T) {
 	}
 	if c := byID(r, "w1", "node.csr"); c.Status != Pass {
 		t.Errorf("node.csr of w1: %+v; others' CSRs must not count", c)
+	}
+}
+
+// On an IPv6 control plane the advertise-address annotation is bracketed ("[fd77::11]:6443",
+// as kubeadm writes it): the livez probe URL is built from it as it is.
+func TestLivezOverIPv6(t *testing.T) {
+	l, err := net.Listen("tcp", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback here: %v", err)
+	}
+	o, _, srv := clusterOn(t, l)
+	if !strings.HasPrefix(srv.URL, "https://[::1]:") {
+		t.Fatalf("server %s", srv.URL)
+	}
+	r, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := byID(r, "cp1", "apiserver.livez"); c.Status != Pass {
+		t.Errorf("livez over IPv6: %+v", c)
 	}
 }

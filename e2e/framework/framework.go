@@ -7,9 +7,11 @@ package framework
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -75,7 +77,7 @@ func run(m *testing.M) int {
 		extra["kjoin"] = p
 	}
 	start := time.Now()
-	l, err := lab.Up(ctx, lab.Options{Root: root, BinDir: os.Getenv("KJOIN_COMPONENTS"), ExtraBins: extra, Log: logf}, "cp1")
+	l, err := lab.Up(ctx, lab.Options{Root: root, BinDir: os.Getenv("KJOIN_COMPONENTS"), ExtraBins: extra, Family: os.Getenv("KJOIN_LAB_FAMILY"), Log: logf}, "cp1")
 	if err == nil {
 		err = l.InitControlPlane(ctx, logf)
 	}
@@ -130,7 +132,7 @@ func adminClient(l *lab.Lab) (kubernetes.Interface, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg.Host = fmt.Sprintf("https://%s:%d", l.Hosts["cp1"].IP, lab.APIPort)
+	cfg.Host = "https://" + net.JoinHostPort(l.Hosts["cp1"].IP, strconv.Itoa(lab.APIPort))
 	cfg.TLSClientConfig.ServerName = lab.ControlPlaneName
 	return kubernetes.NewForConfig(cfg)
 }

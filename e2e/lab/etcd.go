@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -36,7 +37,7 @@ func (l *Lab) Etcd() (*clientv3.Client, error) {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca)
 	return clientv3.New(clientv3.Config{
-		Endpoints:   []string{fmt.Sprintf("https://%s:2379", l.Hosts["cp1"].IP)},
+		Endpoints:   []string{"https://" + net.JoinHostPort(l.Hosts["cp1"].IP, "2379")},
 		DialTimeout: 5 * time.Second,
 		TLS:         &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}},
 	})
@@ -99,7 +100,7 @@ func (l *Lab) RemoveEtcdMember(ctx context.Context, name string) error {
 	}
 	for _, m := range resp.Members {
 		for _, u := range m.PeerURLs {
-			if strings.Contains(u, "//"+h.IP+":") {
+			if strings.Contains(u, "//"+net.JoinHostPort(h.IP, "")) {
 				// etcd refuses membership changes for a few seconds after the last one.
 				return etcd.RemoveMember(ctx, cli, m.ID, clock.RealClock{})
 			}

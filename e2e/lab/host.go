@@ -70,14 +70,23 @@ func setupNetwork(ctx context.Context) error {
 			return err
 		}
 	}
+	if out, _ := exec.CommandContext(ctx, "ip", "-6", "addr", "show", "dev", Bridge).Output(); !strings.Contains(string(out), BridgeAddr6+"/64") {
+		_ = run(ctx, "sysctl", "-q", "-w", "net.ipv6.conf."+Bridge+".disable_ipv6=0")
+		if err := run(ctx, "ip", "-6", "addr", "add", BridgeAddr6+"/64", "dev", Bridge, "nodad"); err != nil {
+			return err
+		}
+	}
 	if err := run(ctx, "ip", "link", "set", Bridge, "up"); err != nil {
 		return err
 	}
 	// Lab traffic stays on this machine: never forward from the lab bridge to anything else.
+	// The same rule for IPv6.
 	rule := []string{"FORWARD", "-i", Bridge, "!", "-o", Bridge, "-j", "DROP"}
-	if run(ctx, "iptables", append([]string{"-C"}, rule...)...) != nil {
-		if err := run(ctx, "iptables", append([]string{"-I"}, rule...)...); err != nil {
-			return err
+	for _, ipt := range []string{"iptables", "ip6tables"} {
+		if run(ctx, ipt, append([]string{"-C"}, rule...)...) != nil {
+			if err := run(ctx, ipt, append([]string{"-I"}, rule...)...); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -97,7 +106,9 @@ func (l *Lab) AddHost(ctx context.Context, name string, logf func(string, ...any
 		return h, nil
 	}
 	start := time.Now()
-	h = &Host{Name: name, IP: ip, PodCIDR: podCIDR(name), Runtime: l.Runtimes[name]}
+	ip6, _ := HostIP6(name)
+	h = &Host{Name: name, IP: ip, IP4: ip, IP6: ip6, PodCIDR: podCIDR(name), Runtime: l.Runtimes[name]}
+	h.IP = l.nodeIPs(h)[0]
 	if err := l.createHost(ctx, h); err != nil {
 		return nil, fmt.Errorf("create host %s: %w", name, err)
 	}
@@ -150,11 +161,11 @@ func (l *Lab) createHost(ctx context.Context, h *Host) error {
 			return err
 		}
 	}
-	if err := os.WriteFile(filepath.Join(dir, "etc-hosts"), []byte(etcHosts()), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "etc-hosts"), []byte(l.etcHosts()), 0o644); err != nil {
 		return err
 	}
 	labDir := filepath.Join(dir, bindDirName("/run/lab"))
-	env := fmt.Sprintf("KUBELET_EXTRA_ARGS=\"--cgroup-root=/host-%s --node-ip=%s\"\n", h.Name, h.IP)
+	env := fmt.Sprintf("KUBELET_EXTRA_ARGS=\"--cgroup-root=/host-%s --node-ip=%s\"\n", h.Name, strings.Join(l.nodeIPs(h), ","))
 	if err := os.WriteFile(filepath.Join(labDir, "kubelet.env"), []byte(env), 0o644); err != nil {
 		return err
 	}
@@ -167,7 +178,7 @@ func (l *Lab) createHost(ctx context.Context, h *Host) error {
 	if err := l.writeContainerdConfig(ctx, h); err != nil {
 		return err
 	}
-	if err := writeCNIConfig(filepath.Join(dir, bindDirName("/etc/cni/net.d")), h); err != nil {
+	if err := l.writeCNIConfig(filepath.Join(dir, bindDirName("/etc/cni/net.d")), h); err != nil {
 		return err
 	}
 	if err := makeCgroups(h.Name); err != nil {
@@ -185,10 +196,12 @@ func (l *Lab) createHost(ctx context.Context, h *Host) error {
 		steps := [][]string{
 			{"ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns},
 			{"ip", "link", "set", veth, "master", Bridge, "up"},
-			{"ip", "-n", ns, "addr", "add", h.IP + "/24", "dev", "eth0"},
+			{"ip", "-n", ns, "addr", "add", h.IP4 + "/24", "dev", "eth0"},
+			{"ip", "-n", ns, "-6", "addr", "add", h.IP6 + "/64", "dev", "eth0", "nodad"},
 			{"ip", "-n", ns, "link", "set", "eth0", "up"},
 			{"ip", "-n", ns, "link", "set", "lo", "up"},
 			{"ip", "-n", ns, "route", "add", "default", "via", BridgeAddr},
+			{"ip", "-n", ns, "-6", "route", "add", "default", "via", BridgeAddr6},
 		}
 		for _, s := range steps {
 			if err := run(ctx, s[0], s[1:]...); err != nil {
@@ -196,7 +209,7 @@ func (l *Lab) createHost(ctx context.Context, h *Host) error {
 			}
 		}
 	}
-	for _, s := range []string{"net.ipv4.ip_forward=1", "net.ipv4.conf.all.route_localnet=1"} {
+	for _, s := range []string{"net.ipv4.ip_forward=1", "net.ipv4.conf.all.route_localnet=1", "net.ipv6.conf.all.forwarding=1"} {
 		_ = run(ctx, "ip", "netns", "exec", ns, "sysctl", "-q", "-w", s)
 	}
 
@@ -225,16 +238,21 @@ func (l *Lab) createHost(ctx context.Context, h *Host) error {
 	return nil
 }
 
-// etcHosts names every possible lab host, so lookups never leave the machine.
-func etcHosts() string {
+// etcHosts names every possible lab host, so lookups never leave the machine: by their
+// address of the lab's primary family.
+func (l *Lab) etcHosts() string {
+	addr := HostIP
+	if l.family() == "ipv6" {
+		addr = HostIP6
+	}
 	var b strings.Builder
 	b.WriteString("127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n")
-	ip, _ := HostIP("cp1")
+	ip, _ := addr("cp1")
 	fmt.Fprintf(&b, "%s %s\n", ip, ControlPlaneName)
 	for _, role := range []string{"cp", "w"} {
 		for n := 1; n <= 9; n++ {
 			name := fmt.Sprintf("%s%d", role, n)
-			ip, _ := HostIP(name)
+			ip, _ := addr(name)
 			fmt.Fprintf(&b, "%s %s\n", ip, name)
 		}
 	}
@@ -277,17 +295,28 @@ func (l *Lab) writeContainerdConfig(ctx context.Context, h *Host) error {
 	return os.WriteFile(filepath.Join(l.hostDir(h.Name), bindDirName("/run/lab"), "containerd.toml"), []byte(cfg), 0o644)
 }
 
-func writeCNIConfig(dir string, h *Host) error {
+// writeCNIConfig writes the host's bridge network: a pod range per family of the lab (dual:
+// both, so a pod gets an address of each).
+func (l *Lab) writeCNIConfig(dir string, h *Host) error {
+	v4 := fmt.Sprintf(`[{"subnet": %q}]`, h.PodCIDR)
+	v6 := fmt.Sprintf(`[{"subnet": %q}]`, podCIDR6(h.Name))
+	ranges, routes := "["+v4+"]", `[{"dst": "0.0.0.0/0"}]`
+	switch l.family() {
+	case "ipv6":
+		ranges, routes = "["+v6+"]", `[{"dst": "::/0"}]`
+	case "dual":
+		ranges, routes = "["+v4+", "+v6+"]", `[{"dst": "0.0.0.0/0"}, {"dst": "::/0"}]`
+	}
 	conf := fmt.Sprintf(`{
   "cniVersion": "0.4.0",
   "name": "lab",
   "plugins": [
     {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
-     "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+     "ipam": {"type": "host-local", "ranges": %s, "routes": %s}},
     {"type": "portmap", "capabilities": {"portMappings": true}}
   ]
 }
-`, h.PodCIDR)
+`, ranges, routes)
 	return os.WriteFile(filepath.Join(dir, "10-lab.conflist"), []byte(conf), 0o644)
 }
 

@@ -7,9 +7,11 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -50,7 +52,7 @@ cgroupDriver: cgroupfs
 failCgroupV1: false
 failSwapOn: false
 localStorageCapacityIsolation: false
-`, Token, ip, APIPort, l.K8sVersion, ControlPlaneName, PodSubnet, ServiceSubnet)
+`, Token, ip, APIPort, l.K8sVersion, ControlPlaneName, families[l.family()].pods, families[l.family()].services)
 }
 
 // InitControlPlane runs real `kubeadm init` on cp1 and records the CA pin.
@@ -187,4 +189,15 @@ func (l *Lab) CollectLogs(host, dir string) error {
 		}
 	}
 	return nil
+}
+
+// JoinEndpoint is the API server endpoint joins are given: the control-plane name, or on an
+// IPv6 single-stack lab cp1's bracketed address ("[fd77::11]:6443"), as operators write it.
+func (l *Lab) JoinEndpoint() string {
+	if l.family() == "ipv6" {
+		if h, ok := l.Hosts["cp1"]; ok {
+			return net.JoinHostPort(h.IP, strconv.Itoa(APIPort))
+		}
+	}
+	return Endpoint()
 }

@@ -27,6 +27,12 @@ const (
 	APIPort          = 6443
 	PodSubnet        = "10.244.0.0/16"
 	ServiceSubnet    = "10.96.0.0/12"
+	// The IPv6 unique-local side of the same network (every bridge and host carries it; a
+	// lab's Family chooses what the cluster uses).
+	BridgeAddr6    = "fd77::1"
+	netPrefix6     = "fd77::"
+	PodSubnet6     = "fd77:244::/48"
+	ServiceSubnet6 = "fd77:96::/112"
 	// Token is the bootstrap token kubeadm init creates on cp1.
 	Token = "abcdef.0123456789abcdef"
 	// DefaultRoot holds the lab's state, per-host directories and tool links.
@@ -51,6 +57,9 @@ type Lab struct {
 	// CAHash is the sha256 SPKI pin of the cluster CA, once cp1 is initialised.
 	CAHash string           `json:"caHash,omitempty"`
 	Hosts  map[string]*Host `json:"hosts"`
+	// Family is the cluster's address family: "ipv4" (default), "ipv6" (single-stack) or
+	// "dual" (dual-stack, IPv4 first).
+	Family string `json:"family,omitempty"`
 	// Runtimes are the runtimes hosts not yet up will run (UseRuntime), by host name.
 	Runtimes map[string]string `json:"runtimes,omitempty"`
 
@@ -59,8 +68,12 @@ type Lab struct {
 
 // Host is one lab host.
 type Host struct {
-	Name    string `json:"name"`
+	Name string `json:"name"`
+	// IP is the host's address in the cluster's primary family (its node IP, advertise
+	// address); IP4 and IP6 are both of its addresses on the lab bridge.
 	IP      string `json:"ip"`
+	IP4     string `json:"ip4"`
+	IP6     string `json:"ip6"`
 	PodCIDR string `json:"podCIDR"`
 	// Runtime is the container runtime build the host runs (bin/runtimes/NAME, UseRuntime);
 	// empty: the machine's containerd package.
@@ -74,6 +87,8 @@ type Options struct {
 	BinDir string
 	// ExtraBins are linked into the hosts' PATH by name (e.g. "kjoin": "/path/to/kjoin").
 	ExtraBins map[string]string
+	// Family of a new lab: "ipv4" (default), "ipv6" or "dual".
+	Family string
 	// Log receives progress lines.
 	Log func(format string, args ...any)
 }
@@ -88,6 +103,41 @@ func HostIP(name string) (string, error) {
 		return netPrefix + strconv.Itoa(10+n), nil
 	}
 	return netPrefix + strconv.Itoa(100+n), nil
+}
+
+// HostIP6 returns a lab host's IPv6 address: cpN → fd77::1N, wN → fd77::10N (the IPv4
+// address's last number, as hex digits).
+func HostIP6(name string) (string, error) {
+	ip, err := HostIP(name)
+	if err != nil {
+		return "", err
+	}
+	return netPrefix6 + strings.TrimPrefix(ip, netPrefix), nil
+}
+
+// families are the lab's address families, each with the cluster subnets kubeadm init gets.
+var families = map[string]struct{ pods, services string }{
+	"ipv4": {PodSubnet, ServiceSubnet},
+	"ipv6": {PodSubnet6, ServiceSubnet6},
+	"dual": {PodSubnet + "," + PodSubnet6, ServiceSubnet + "," + ServiceSubnet6},
+}
+
+func (l *Lab) family() string {
+	if l.Family == "" {
+		return "ipv4"
+	}
+	return l.Family
+}
+
+// nodeIPs are a host's node IPs in the lab's family (dual: IPv4 first).
+func (l *Lab) nodeIPs(h *Host) []string {
+	switch l.family() {
+	case "ipv6":
+		return []string{h.IP6}
+	case "dual":
+		return []string{h.IP4, h.IP6}
+	}
+	return []string{h.IP4}
 }
 
 func parseName(name string) (int, string, error) {
@@ -113,6 +163,14 @@ func podCIDR(name string) string {
 		n += 100
 	}
 	return fmt.Sprintf("10.244.%d.0/24", n)
+}
+
+func podCIDR6(name string) string {
+	n, role, _ := parseName(name)
+	if role == "w" {
+		n += 100
+	}
+	return fmt.Sprintf("fd77:244:0:%d::/64", n)
 }
 
 // Load returns the lab recorded under root, or an error when no lab is up.
@@ -173,6 +231,15 @@ func Up(ctx context.Context, o Options, hosts ...string) (*Lab, error) {
 	l, err := Load(o.Root)
 	if err != nil {
 		l = &Lab{Root: o.Root, Hosts: map[string]*Host{}}
+	}
+	if o.Family != "" {
+		if _, ok := families[o.Family]; !ok {
+			return nil, fmt.Errorf("lab family %q is not ipv4, ipv6 or dual", o.Family)
+		}
+		if len(l.Hosts) > 0 && l.family() != o.Family {
+			return nil, fmt.Errorf("the lab is up as %s; bring it down before an %s lab", l.family(), o.Family)
+		}
+		l.Family = o.Family
 	}
 	if l.BinDir == "" || o.BinDir != "" {
 		bin := o.BinDir

@@ -50,7 +50,7 @@ func run(ctx context.Context, args []string) error {
 		if p := os.Getenv("KJOIN_BIN"); p != "" {
 			extra["kjoin"] = p
 		}
-		l, err := lab.Up(ctx, lab.Options{Root: root, BinDir: os.Getenv("KJOIN_COMPONENTS"), ExtraBins: extra, Log: logf}, append([]string{"cp1"}, hosts...)...)
+		l, err := lab.Up(ctx, lab.Options{Root: root, BinDir: os.Getenv("KJOIN_COMPONENTS"), ExtraBins: extra, Family: os.Getenv("KJOIN_LAB_FAMILY"), Log: logf}, append([]string{"cp1"}, hosts...)...)
 		if err != nil {
 			return err
 		}
