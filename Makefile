@@ -82,9 +82,12 @@ bench: build components
 	else exit $$status; fi
 
 ## matrix: the compatibility matrix: one compact suite per cell, each on a fresh lab at the
-## cell's Kubernetes version (cluster VERSION, or VERSION:kubelet-KVERSION for a skewed worker);
-## raw results in COMPATIBILITY.results.jsonl, COMPATIBILITY.md generated from them
-MATRIX_CELLS ?= v1.37.2 v1.36.3 v1.35.4 v1.37.2:kubelet-v1.34.4 v1.37.2:kubelet-v1.35.4 v1.37.2:kubelet-v1.36.3 v1.36.3:upgrade-v1.37.2
+## cell's Kubernetes version (cluster VERSION; VERSION:kubelet-KVERSION for a skewed worker;
+## VERSION:upgrade-TARGET for kubeadm upgrade of kjoin-joined nodes; VERSION:runtime-NAME for
+## joined nodes on another container runtime; VERSION:ipv6 and VERSION:dual for the address
+## families); the run's rows replace those cells' rows in COMPATIBILITY.results.jsonl,
+## COMPATIBILITY.md generated from them
+MATRIX_CELLS ?= v1.37.2 v1.36.3 v1.35.4 v1.37.2:kubelet-v1.34.4 v1.37.2:kubelet-v1.35.4 v1.37.2:kubelet-v1.36.3 v1.36.3:upgrade-v1.37.2 v1.37.2:runtime-containerd-v2.4.2 v1.37.2:ipv6 v1.37.2:dual
 matrix: build
 	e2e/scripts/install-deps.sh
 	e2e/scripts/matrix.sh $(MATRIX_CELLS)

@@ -189,7 +189,9 @@ func checkFamily(t *testing.T, c *framework.Cluster, host string) error {
 	if err != nil {
 		return err
 	}
-	defer func() { _ = c.Client.CoreV1().Pods("default").Delete(ctx, made.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}) }()
+	defer func() {
+		_ = c.Client.CoreV1().Pods("default").Delete(ctx, made.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+	}()
 	var ips []string
 	err = wait.PollUntilContextTimeout(ctx, time.Second, 90*time.Second, true, func(ctx context.Context) (bool, error) {
 		p, err := c.Client.CoreV1().Pods("default").Get(ctx, made.Name, metav1.GetOptions{})

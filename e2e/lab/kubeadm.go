@@ -104,10 +104,11 @@ func CAHash(caPEM []byte) (string, error) {
 
 var certKeyRE = regexp.MustCompile(`(?m)^([0-9a-f]{64})$`)
 
-// UploadCerts runs `kubeadm init phase upload-certs --upload-certs` on cp1 and returns the
-// certificate key it printed.
+// UploadCerts runs `kubeadm init phase upload-certs --upload-certs` on cp1 (with cp1's init
+// configuration: without one kubeadm first asks the internet for a version, which the lab
+// cannot reach) and returns the certificate key it printed.
 func (l *Lab) UploadCerts(ctx context.Context) (string, error) {
-	r := l.Exec(ctx, "cp1", "kubeadm", "init", "phase", "upload-certs", "--upload-certs")
+	r := l.Exec(ctx, "cp1", "kubeadm", "init", "phase", "upload-certs", "--upload-certs", "--config", "/run/lab/kubeadm-init.yaml")
 	if r.Err != nil {
 		return "", r.Error()
 	}
