@@ -77,12 +77,18 @@ type node struct {
 // ready runtime, a CNI config and plenty of resources.
 func newNode(t *testing.T) *node {
 	t.Helper()
+	return newNodeOn(t, nil)
+}
+
+// newNodeOn is newNode with the API server on listener l (nil: IPv4 loopback).
+func newNodeOn(t *testing.T, l net.Listener) *node {
+	t.Helper()
 	root := t.TempDir()
 	caKey, _ := pki.NewECKey()
 	now := time.Now()
 	ca, _ := pki.NewSelfSignedCA(pki.CertConfig{CommonName: "kubernetes", NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour)}, caKey)
 	srvKey, _ := pki.NewECKey()
-	srvCert, _ := pki.NewSignedCert(pki.CertConfig{CommonName: "kube-apiserver", IPs: []net.IP{net.ParseIP("127.0.0.1")}, Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	srvCert, _ := pki.NewSignedCert(pki.CertConfig{CommonName: "kube-apiserver", IPs: []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback}, Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour)}, srvKey.Public(), ca, caKey)
 	api := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if len(r.TLS.PeerCertificates) == 0 {
@@ -92,6 +98,10 @@ func newNode(t *testing.T) *node {
 		w.WriteHeader(http.StatusOK)
 	}))
 	api.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{srvCert.Raw}, PrivateKey: srvKey}}, ClientAuth: tls.RequestClientCert}
+	if l != nil {
+		api.Listener.Close()
+		api.Listener = l
+	}
 	api.StartTLS()
 	t.Cleanup(api.Close)
 	healthz := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) }))
@@ -227,6 +237,29 @@ func TestRuntimeDescribed(t *testing.T) {
 	n.rt.info.SandboxImage = ""
 	if c := check(verdictOf(t, n), "cri.sandbox"); c.Status != verify.Warn || !strings.Contains(c.Evidence, "registry.k8s.io/pause:3.10.2") {
 		t.Errorf("no sandbox image reported: %+v", c)
+	}
+}
+
+// A node whose kubelet.conf names a bracketed IPv6 server (https://[::1]:port): the address
+// is dialled as it is (no DNS lookup), and TCP, TLS and the kubelet's credentials pass.
+func TestIPv6APIServer(t *testing.T) {
+	l, err := net.Listen("tcp", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback here: %v", err)
+	}
+	n := newNodeOn(t, l)
+	if !strings.HasPrefix(n.apiAddr, "[::1]:") {
+		t.Fatalf("API server at %s", n.apiAddr)
+	}
+	n.deps.LookupHost = func(context.Context, string) ([]string, error) { return nil, errors.New("no DNS lookup expected for an IP") }
+	r := verdictOf(t, n)
+	for _, id := range []string{"api.tcp", "api.tls", "api.auth"} {
+		if c := check(r, id); c.Status != verify.Pass {
+			t.Errorf("%s: %+v", id, c)
+		}
+	}
+	if !r.Verdict.Healthy {
+		t.Errorf("verdict %+v", r.Verdict)
 	}
 }
 

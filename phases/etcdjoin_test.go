@@ -261,3 +261,32 @@ func TestRestartEtcdSignalsOnlyThisNodesEtcd(t *testing.T) {
 		t.Error("no process access: want an error")
 	}
 }
+
+// An IPv6 control plane: its learner is added with a bracketed peer URL, and etcd.yaml lists
+// it so beside the existing members (as kubeadm writes it).
+func TestControlPlaneJoinIPv6(t *testing.T) {
+	t.Parallel()
+	c := newCPHost(t)
+	o := c.options(t)
+	o.AdvertiseAddress = "fd77::12"
+	s := &State{Opts: o}
+	if _, err := Run(context.Background(), c.env, s, Join, RunOptions{}); err != nil {
+		t.Fatalf("%v\n%s", err, c.out)
+	}
+	ms, _ := c.etcd.MemberList(context.Background())
+	var peer string
+	for _, m := range ms.Members {
+		if m.ID == s.EtcdMemberID {
+			peer = m.PeerURLs[0]
+		}
+	}
+	if peer != "https://[fd77::12]:2380" {
+		t.Errorf("learner added with peer URL %q", peer)
+	}
+	manifest, _ := c.env.ReadFile(path.Join(ManifestsDir, "etcd.yaml"))
+	for _, flag := range []string{"--initial-cluster=cp1=https://10.0.0.11:2380,cp2=https://[fd77::12]:2380", "--listen-client-urls=https://[::1]:2379,https://[fd77::12]:2379"} {
+		if !hasFlag(manifest, flag) {
+			t.Errorf("etcd.yaml lacks %s:\n%s", flag, manifest)
+		}
+	}
+}
