@@ -251,7 +251,9 @@ func TestIPv6APIServer(t *testing.T) {
 	if !strings.HasPrefix(n.apiAddr, "[::1]:") {
 		t.Fatalf("API server at %s", n.apiAddr)
 	}
-	n.deps.LookupHost = func(context.Context, string) ([]string, error) { return nil, errors.New("no DNS lookup expected for an IP") }
+	n.deps.LookupHost = func(context.Context, string) ([]string, error) {
+		return nil, errors.New("no DNS lookup expected for an IP")
+	}
 	r := verdictOf(t, n)
 	for _, id := range []string{"api.tcp", "api.tls", "api.auth"} {
 		if c := check(r, id); c.Status != verify.Pass {
