@@ -17,6 +17,8 @@ import (
 func TestControlPlaneJoin(t *testing.T) {
 	t.Parallel()
 	c := newCPHost(t)
+	// The fixture's keys are ECDSA (fast); this one join uses kubeadm's default, RSA-2048.
+	editClusterConfiguration(t, c, "encryptionAlgorithm: ECDSA-P256", "encryptionAlgorithm: RSA-2048")
 	s := &State{Opts: c.options(t)}
 	results, err := Run(context.Background(), c.env, s, Join, RunOptions{})
 	if err != nil {
@@ -41,6 +43,9 @@ func TestControlPlaneJoin(t *testing.T) {
 		} else if st.Mode().Perm() != mode {
 			t.Errorf("%s: mode %04o, want %04o", p, st.Mode().Perm(), mode)
 		}
+	}
+	if b, _ := c.env.ReadFile("/etc/kubernetes/pki/apiserver.key"); !strings.Contains(string(b), "RSA PRIVATE KEY") {
+		t.Errorf("apiserver.key is not the RSA key the cluster's encryptionAlgorithm asks for:\n%.40s", b)
 	}
 	// etcd: one learner added, then promoted, under the join lock.
 	if len(c.etcd.added) != 1 || len(c.etcd.promoted) != 1 || c.etcd.added[0] != c.etcd.promoted[0] || s.EtcdMemberID != c.etcd.added[0] {
