@@ -6,6 +6,7 @@ toolchain go1.26.8
 
 require (
 	github.com/google/go-containerregistry v0.21.2
+	github.com/google/renameio/v2 v2.0.2
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.9
 	go.etcd.io/etcd/api/v3 v3.7.3

@@ -7,9 +7,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/google/renameio/v2"
 )
 
-// Write replaces path with data and mode, creating parent directories with dirMode.
+// Write replaces path with data and mode, creating parent directories with dirMode. Not
+// renameio.WriteFile: by default it stages the file in os.TempDir when that shares the
+// filesystem, and kjoin's private keys must never be written outside their own directory.
 func Write(path string, data []byte, mode, dirMode os.FileMode) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, dirMode); err != nil {
@@ -42,15 +46,11 @@ func Write(path string, data []byte, mode, dirMode os.FileMode) error {
 	return nil
 }
 
-// Symlink points path at target, replacing any existing link atomically.
+// Symlink points path at target, replacing any existing link atomically (renameio: the link
+// is made under a fresh temporary name beside path, then renamed over it, so two writers never
+// share a temporary name).
 func Symlink(target, path string) error {
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp-link")
-	_ = os.Remove(tmp)
-	if err := os.Symlink(target, tmp); err != nil {
-		return fmt.Errorf("link %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	if err := renameio.Symlink(target, path); err != nil {
 		return fmt.Errorf("link %s: %w", path, err)
 	}
 	return nil

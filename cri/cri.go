@@ -16,7 +16,9 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// Client is a connection to one runtime's CRI services.
+// Client is a connection to one runtime's CRI services. Not k8s.io/cri-client's remote
+// services: they bring klog, OpenTelemetry tracing and component-base into a binary that makes
+// five plain calls here.
 type Client struct {
 	conn *grpc.ClientConn
 	rs   runtimeapi.RuntimeServiceClient

@@ -88,7 +88,10 @@ func Name(nodeName string, key crypto.Signer) (string, error) {
 
 // Create submits the node's CSR and returns its name. Passing refusals (throttling, timeouts,
 // an API server restarting) are retried with back-off until r.Timeout; a create whose answer
-// was lost finds its CSR by name and checks that it asks for this key.
+// was lost finds its CSR by name and checks that it asks for this key. Not client-go's
+// csr.RequestCertificate: it makes one create and returns its first error, where a bootstrap
+// storm answers 429 and kjoin must back off and retry (its reuse of an existing CSR, by name,
+// subject and key, is what kjoin does too).
 func Create(ctx context.Context, r Request) (string, error) {
 	csrPEM, err := NewCSR(r.NodeName, r.Key)
 	if err != nil {
@@ -267,7 +270,9 @@ func publicKeysEqual(a, b crypto.PublicKey) bool {
 	return ok && ka.Equal(b)
 }
 
-// Wait waits until the named CSR is issued, and explains exactly why when it is not.
+// Wait waits until the named CSR is issued, and explains exactly why when it is not (not
+// csr.WaitForCertificate, whose answer on a timeout is only "timed out": kjoin says whether the
+// CSR was denied, failed, approved but never signed, or never approved).
 func Wait(ctx context.Context, r Request, name string) (*Issued, error) {
 	if r.Interval == 0 {
 		r.Interval = 200 * time.Millisecond
