@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"kjoin.dev/kjoin/cri"
-	"kjoin.dev/kjoin/phases"
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/verify"
 )
 
@@ -52,7 +52,7 @@ type Runtime interface {
 // Deps are the diagnosis's view of the node.
 type Deps struct {
 	// Host gives paths (under its root), the command runner, the clock and clients.
-	Host *phases.Env
+	Host *host.Env
 	// Runtime connects to the CRI endpoint (unix:///...).
 	Runtime func(ctx context.Context, endpoint string) (Runtime, error)
 	// Statfs reports available and total bytes of the filesystem holding path.
@@ -72,7 +72,7 @@ func Run(ctx context.Context, d Deps) *Report {
 	g := &diagnosis{d: d, e: d.Host, r: &Report{Checks: []Check{}}}
 	g.r.Node = d.NodeName
 	if g.r.Node == "" {
-		g.r.Node = phases.NodeNameFromCert(d.Host)
+		g.r.Node = host.NodeNameFromCert(d.Host)
 	}
 	if g.r.Node == "" {
 		if h, err := d.Host.Hostname(); err == nil {
@@ -92,7 +92,7 @@ func Run(ctx context.Context, d Deps) *Report {
 
 type diagnosis struct {
 	d Deps
-	e *phases.Env
+	e *host.Env
 	r *Report
 	// from the node's files
 	server     string

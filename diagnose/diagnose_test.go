@@ -29,7 +29,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"kjoin.dev/kjoin/cri"
-	"kjoin.dev/kjoin/phases"
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/pki"
 	"kjoin.dev/kjoin/verify"
 )
@@ -112,12 +112,12 @@ func newNodeOn(t *testing.T, l net.Listener) *node {
 	n.issueCert(t, now.Add(-time.Hour), now.Add(365*24*time.Hour))
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["default-cluster"] = &clientcmdapi.Cluster{Server: api.URL, CertificateAuthorityData: pki.EncodeCert(ca)}
-	kc.AuthInfos["a"] = &clientcmdapi.AuthInfo{ClientCertificate: phases.KubeletClientCurrent, ClientKey: phases.KubeletClientCurrent}
+	kc.AuthInfos["a"] = &clientcmdapi.AuthInfo{ClientCertificate: host.KubeletClientCurrent, ClientKey: host.KubeletClientCurrent}
 	kc.Contexts["c"] = &clientcmdapi.Context{Cluster: "default-cluster", AuthInfo: "a"}
 	kc.CurrentContext = "c"
 	b, _ := clientcmd.Write(*kc)
-	n.write(t, phases.KubeletKubeconfig, string(b))
-	n.write(t, phases.KubeletConfigPath, "kind: KubeletConfiguration\nrotateCertificates: true\nhealthzPort: "+port+"\ncontainerRuntimeEndpoint: unix:///run/containerd/containerd.sock\n")
+	n.write(t, host.KubeletKubeconfig, string(b))
+	n.write(t, host.KubeletConfigPath, "kind: KubeletConfiguration\nrotateCertificates: true\nhealthzPort: "+port+"\ncontainerRuntimeEndpoint: unix:///run/containerd/containerd.sock\n")
 	n.write(t, "/etc/cni/net.d/10-bridge.conflist", "{}")
 	n.write(t, "/proc/meminfo", "MemTotal: 8000000 kB\nMemAvailable: 4000000 kB\n")
 	n.write(t, "/proc/sys/kernel/pid_max", "4194304\n")
@@ -130,7 +130,7 @@ func newNodeOn(t *testing.T, l net.Listener) *node {
 	client.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{GitVersion: "v1.37.2"}
 	n.rt.info = cri.Info{Name: "containerd", Version: "v2.4.2", RuntimeConfig: true, CgroupDriver: "cgroupfs",
 		SandboxImage: "registry.k8s.io/pause:3.10.2", SandboxImageFrom: "the runtime's pinned images"}
-	env := &phases.Env{Paths: phases.Paths{Root: root}, Clock: clock.RealClock{}, Exec: n.runner,
+	env := &host.Env{Paths: host.Paths{Root: root}, Clock: clock.RealClock{}, Exec: n.runner,
 		NewClient: func(*rest.Config) (kubernetes.Interface, error) { return client, nil },
 		Hostname:  func() (string, error) { return "w1", nil }}
 	var d net.Dialer
@@ -168,7 +168,7 @@ func (n *node) issueCert(t *testing.T, notBefore, notAfter time.Time) {
 		t.Fatal(err)
 	}
 	keyPEM, _ := pki.EncodeKey(k)
-	n.write(t, phases.KubeletClientCurrent, string(pki.EncodeCert(c))+string(keyPEM))
+	n.write(t, host.KubeletClientCurrent, string(pki.EncodeCert(c))+string(keyPEM))
 }
 
 func verdictOf(t *testing.T, n *node) *Report {

@@ -16,13 +16,13 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"kjoin.dev/kjoin/discovery"
-	"kjoin.dev/kjoin/phases"
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/pki"
 )
 
 // loadKubeletFiles reads kubelet.conf (server, CA), the client certificate and config.yaml.
 func (g *diagnosis) loadKubeletFiles() {
-	if b, err := g.e.ReadFile(phases.KubeletKubeconfig); err == nil {
+	if b, err := g.e.ReadFile(host.KubeletKubeconfig); err == nil {
 		if cfg, err := clientcmd.Load(b); err == nil {
 			if cl, err := discovery.SelectCluster(cfg); err == nil {
 				g.server = cl.Server
@@ -36,11 +36,11 @@ func (g *diagnosis) loadKubeletFiles() {
 			}
 		}
 	}
-	if b, err := g.e.ReadFile(phases.KubeletClientCurrent); err == nil {
+	if b, err := g.e.ReadFile(host.KubeletClientCurrent); err == nil {
 		g.certPEM = b
 		g.cert, _ = pki.ParseCert(b)
 	}
-	if b, err := g.e.ReadFile(phases.KubeletConfigPath); err == nil {
+	if b, err := g.e.ReadFile(host.KubeletConfigPath); err == nil {
 		_ = yaml.Unmarshal(b, &g.kubeletCfg)
 	}
 }
@@ -116,7 +116,7 @@ func (g *diagnosis) kubeletChecks(ctx context.Context) {
 func (g *diagnosis) certChecks() {
 	now := g.e.Clock.Now()
 	if g.cert == nil {
-		g.fail("cert.validity", "no kubelet client certificate", phases.KubeletClientCurrent+" is missing or unreadable")
+		g.fail("cert.validity", "no kubelet client certificate", host.KubeletClientCurrent+" is missing or unreadable")
 		return
 	}
 	c := g.cert

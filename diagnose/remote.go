@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"kjoin.dev/kjoin/phases"
+	"kjoin.dev/kjoin/host"
 )
 
 // nodeMonitorGrace is the node-lifecycle controller's default grace period.
@@ -30,7 +30,7 @@ func hostPort(h string, p int) string { return net.JoinHostPort(h, strconv.Itoa(
 // reports whether an authenticated request succeeded.
 func (g *diagnosis) connectivityChecks(ctx context.Context) bool {
 	if g.server == "" {
-		g.fail("api.config", "kubelet.conf names no API server", phases.KubeletKubeconfig)
+		g.fail("api.config", "kubelet.conf names no API server", host.KubeletKubeconfig)
 		return false
 	}
 	u, err := url.Parse(g.server)
@@ -38,21 +38,21 @@ func (g *diagnosis) connectivityChecks(ctx context.Context) bool {
 		g.fail("api.config", "kubelet.conf's server is not a URL", g.server)
 		return false
 	}
-	host, port := u.Hostname(), u.Port()
+	apiHost, port := u.Hostname(), u.Port()
 	if port == "" {
 		port = "443"
 	}
-	if net.ParseIP(host) == nil {
+	if net.ParseIP(apiHost) == nil {
 		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		addrs, err := g.d.LookupHost(cctx, host)
+		addrs, err := g.d.LookupHost(cctx, apiHost)
 		cancel()
 		if err != nil {
-			g.fail("api.dns", "the API server's name does not resolve", fmt.Sprintf("%s: %v", host, err))
+			g.fail("api.dns", "the API server's name does not resolve", fmt.Sprintf("%s: %v", apiHost, err))
 			return false
 		}
-		g.pass("api.dns", "the API server's name resolves", host+" → "+strings.Join(addrs, ", "))
+		g.pass("api.dns", "the API server's name resolves", apiHost+" → "+strings.Join(addrs, ", "))
 	}
-	addr := net.JoinHostPort(host, port)
+	addr := net.JoinHostPort(apiHost, port)
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	conn, err := g.d.Dial(cctx, "tcp", addr)
 	cancel()
@@ -63,10 +63,10 @@ func (g *diagnosis) connectivityChecks(ctx context.Context) bool {
 	conn.Close()
 	g.pass("api.tcp", "TCP connection to the API server", addr)
 	if g.caPool == nil {
-		g.fail("api.tls", "kubelet.conf holds no usable CA", phases.KubeletKubeconfig)
+		g.fail("api.tls", "kubelet.conf holds no usable CA", host.KubeletKubeconfig)
 		return false
 	}
-	tlsCfg := &tls.Config{RootCAs: g.caPool, ServerName: host}
+	tlsCfg := &tls.Config{RootCAs: g.caPool, ServerName: apiHost}
 	if pair, err := tls.X509KeyPair(g.certPEM, g.certPEM); err == nil {
 		tlsCfg.Certificates = []tls.Certificate{pair}
 	}
@@ -186,8 +186,8 @@ func decided(r certificatesv1.CertificateSigningRequest) bool {
 
 // client reads the cluster as the kubelet (admin.conf when present: it may read more).
 func (g *diagnosis) client() (kubernetes.Interface, error) {
-	if g.e.Exists(phases.AdminKubeconfig) {
-		if c, _, err := g.e.ClientFromKubeconfig(phases.AdminKubeconfig); err == nil {
+	if g.e.Exists(host.AdminKubeconfig) {
+		if c, _, err := g.e.ClientFromKubeconfig(host.AdminKubeconfig); err == nil {
 			return c, nil
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"kjoin.dev/kjoin/cri"
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/versions"
 )
 
@@ -18,7 +19,7 @@ import (
 func (g *diagnosis) runtimeChecks(ctx context.Context) {
 	endpoint := g.cfgString("containerRuntimeEndpoint", "")
 	if endpoint == "" {
-		if b, err := g.e.ReadFile("/var/lib/kubelet/instance-config.yaml"); err == nil {
+		if b, err := g.e.ReadFile(host.KubeletInstancePath); err == nil {
 			endpoint = strings.Trim(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(b)), "containerRuntimeEndpoint:")), `"`)
 		}
 	}

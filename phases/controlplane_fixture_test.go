@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kjoin.dev/kjoin/certs"
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/pki"
 )
 
@@ -41,7 +42,7 @@ func newCPHost(t *testing.T) *cpHost {
 		Data: map[string]string{"ClusterConfiguration": string(cfg)}})
 	h.runner.node = "cp2"
 	c := &cpHost{testHost: h, etcd: newFakeEtcd()}
-	c.etcd.started = func() bool { return h.env.Exists(path.Join(ManifestsDir, "etcd.yaml")) }
+	c.etcd.started = func() bool { return h.env.Exists(path.Join(host.ManifestsDir, "etcd.yaml")) }
 	h.env.DialEtcd = c.etcd.dial
 	h.env.HTTPClient = func(*x509.CertPool) *http.Client { return &http.Client{Transport: okTransport{}} }
 

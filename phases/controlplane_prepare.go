@@ -11,6 +11,7 @@ import (
 	"kjoin.dev/kjoin/certs"
 	cc "kjoin.dev/kjoin/clusterconfig"
 	"kjoin.dev/kjoin/discovery"
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/manifests"
 	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/patches"
@@ -38,7 +39,7 @@ func workerSkip(s *State) string {
 	return ""
 }
 
-func runControlPlanePrepare(ctx context.Context, e *Env, s *State) error {
+func runControlPlanePrepare(ctx context.Context, e *host.Env, s *State) error {
 	cfg, err := cc.Fetch(ctx, s.BootstrapClient, "the bootstrap token")
 	if err != nil {
 		return err
@@ -79,7 +80,7 @@ func runControlPlanePrepare(ctx context.Context, e *Env, s *State) error {
 	if s.Opts.DryRun {
 		s.PlannedAPI = append(s.PlannedAPI, "issue node certificates (apiserver, apiserver-kubelet-client, front-proxy-client, etcd server/peer/healthcheck-client, apiserver-etcd-client)")
 		for _, f := range []string{"admin.conf", "controller-manager.conf", "scheduler.conf"} {
-			s.PlannedWrites = append(s.PlannedWrites, PlannedWrite{Path: path.Join(KubernetesDir, f), Mode: 0o600})
+			s.PlannedWrites = append(s.PlannedWrites, PlannedWrite{Path: path.Join(host.KubernetesDir, f), Mode: 0o600})
 		}
 		return nil
 	}
@@ -126,19 +127,19 @@ func runControlPlanePrepare(ctx context.Context, e *Env, s *State) error {
 		return fmt.Errorf("kubeconfigs: %w", err)
 	}
 	for _, name := range slices.Sorted(maps.Keys(kubeconfigs)) {
-		if p := path.Join(KubernetesDir, name); !e.Exists(p) {
+		if p := path.Join(host.KubernetesDir, name); !e.Exists(p) {
 			if err := s.WriteFile(e, p, kubeconfigs[name], 0o600); err != nil {
 				return err
 			}
 		}
 	}
-	if s.AdminClient, _, err = e.ClientFromKubeconfig(AdminKubeconfig); err != nil {
+	if s.AdminClient, _, err = e.ClientFromKubeconfig(host.AdminKubeconfig); err != nil {
 		return fmt.Errorf("admin client: %w", err)
 	}
 	// The kubelet watches its static pod directory only if it exists when the kubelet starts;
 	// otherwise it finds the etcd manifest at its next periodic look, up to 20 s later.
-	if err := os.MkdirAll(e.Paths.Of(ManifestsDir), 0o700); err != nil {
-		return fmt.Errorf("create %s: %w", ManifestsDir, err)
+	if err := os.MkdirAll(e.Paths.Of(host.ManifestsDir), 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", host.ManifestsDir, err)
 	}
 	e.Logf("control-plane-prepare", "issued %d node certificates, wrote admin/controller-manager/scheduler kubeconfigs", issued)
 	return nil
@@ -149,7 +150,7 @@ func runControlPlanePrepare(ctx context.Context, e *Env, s *State) error {
 // system directory) and empty unless this very join filled it (kubeadm's DirAvailable check),
 // and the kubelet is not newer than kubernetesVersion (kubeadm's rule for control planes;
 // version-check read the kubelet's version).
-func checkControlPlaneHost(e *Env, s *State) error {
+func checkControlPlaneHost(e *host.Env, s *State) error {
 	var checks []check
 	if l := s.Cluster.Etcd.Local; l != nil {
 		if err := checkEtcdDataDir(e, l.DataDir); err != nil {
@@ -176,7 +177,7 @@ func checkControlPlaneHost(e *Env, s *State) error {
 
 // renderControlPlane renders the kube-apiserver, kube-controller-manager and kube-scheduler
 // manifests for s.Cluster with the operator's patches applied.
-func renderControlPlane(e *Env, s *State) (map[string][]byte, error) {
+func renderControlPlane(e *host.Env, s *State) (map[string][]byte, error) {
 	pods, err := manifests.ControlPlane(s.Cluster, manifestNode(e, s))
 	if err != nil {
 		return nil, err
@@ -208,7 +209,7 @@ func sameCA(uploaded, pinned []byte) error {
 	return nil
 }
 
-func manifestNode(e *Env, s *State) manifests.Node {
+func manifestNode(e *host.Env, s *State) manifests.Node {
 	return manifests.Node{
 		Name: s.Opts.NodeName, AdvertiseAddress: s.Opts.AdvertiseAddress, BindPort: s.Opts.BindPort,
 		HostDirExists: func(d string) bool {
@@ -232,7 +233,7 @@ func patchManifest(s *State, name string, data []byte) ([]byte, error) {
 }
 
 // writeManifest writes a static pod manifest with the operator's patches for it applied.
-func writeManifest(e *Env, s *State, name string, data []byte) error {
+func writeManifest(e *host.Env, s *State, name string, data []byte) error {
 	data, err := patchManifest(s, name, data)
 	if err != nil {
 		return err
@@ -241,11 +242,11 @@ func writeManifest(e *Env, s *State, name string, data []byte) error {
 }
 
 // writePatchedManifest writes a static pod manifest as it is.
-func writePatchedManifest(e *Env, s *State, name string, data []byte) error {
-	if err := os.MkdirAll(e.Paths.Of(ManifestsDir), 0o700); err != nil && !s.Opts.DryRun {
+func writePatchedManifest(e *host.Env, s *State, name string, data []byte) error {
+	if err := os.MkdirAll(e.Paths.Of(host.ManifestsDir), 0o700); err != nil && !s.Opts.DryRun {
 		return err
 	}
-	return s.WriteFile(e, path.Join(ManifestsDir, name+".yaml"), data, 0o600)
+	return s.WriteFile(e, path.Join(host.ManifestsDir, name+".yaml"), data, 0o600)
 }
 
 // loadPatches reads the operator's patches directory (validated before the join started).

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/pki"
 )
@@ -97,7 +99,7 @@ func TestBadPatchFailsBeforeAnythingIsWritten(t *testing.T) {
 	if operr.CodeOf(err) != operr.Usage || !strings.Contains(err.Error(), "cannot apply --patches") {
 		t.Fatalf("got %v (code %d), want a usage error about --patches", err, operr.CodeOf(err))
 	}
-	for _, p := range []string{"/etc/kubernetes/pki", "/etc/kubernetes/admin.conf", ManifestsDir, JournalPath, KubeletKubeconfig} {
+	for _, p := range []string{"/etc/kubernetes/pki", "/etc/kubernetes/admin.conf", host.ManifestsDir, JournalPath, host.KubeletKubeconfig} {
 		if c.env.Exists(p) {
 			t.Errorf("%s was written by a join refused for its patch", p)
 		}
@@ -115,11 +117,11 @@ func TestManifestsDirExistsBeforeKubeletStarts(t *testing.T) {
 	if _, err := Run(context.Background(), c.env, &State{Opts: c.options(t)}, Join, RunOptions{Only: []string{"control-plane-prepare"}}); err != nil {
 		t.Fatalf("%v\n%s", err, c.out)
 	}
-	st, err := os.Stat(c.env.Paths.Of(ManifestsDir))
+	st, err := os.Stat(c.env.Paths.Of(host.ManifestsDir))
 	if err != nil || !st.IsDir() {
-		t.Fatalf("%s after control-plane-prepare: %v", ManifestsDir, err)
+		t.Fatalf("%s after control-plane-prepare: %v", host.ManifestsDir, err)
 	}
-	if entries, _ := os.ReadDir(c.env.Paths.Of(ManifestsDir)); len(entries) != 0 {
+	if entries, _ := os.ReadDir(c.env.Paths.Of(host.ManifestsDir)); len(entries) != 0 {
 		t.Errorf("manifests written before etcd joined: %v", entries)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	cc "kjoin.dev/kjoin/clusterconfig"
+	"kjoin.dev/kjoin/host"
 )
 
 // ControlPlaneStart writes the kube-apiserver, kube-controller-manager and kube-scheduler
@@ -25,7 +26,7 @@ var ControlPlaneStart = Phase{
 	Needs: []string{"discovery"}, Skip: workerSkip, Run: runControlPlaneStart,
 }
 
-func runControlPlaneStart(ctx context.Context, e *Env, s *State) error {
+func runControlPlaneStart(ctx context.Context, e *host.Env, s *State) error {
 	if s.ControlPlanePods == nil { // kjoin join phase control-plane-start
 		if s.Cluster == nil {
 			cfg, err := cc.Fetch(ctx, s.BootstrapClient, "the bootstrap token")

@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"kjoin.dev/kjoin/discovery"
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
 )
 
@@ -18,7 +19,7 @@ import (
 //	Writes: s.Discovery, s.BootstrapClient
 var Discovery = Phase{ReadOnly: true, Name: "discovery", Short: "Fetch and verify cluster-info (CA pinning)", Run: runDiscovery}
 
-func runDiscovery(ctx context.Context, e *Env, s *State) error {
+func runDiscovery(ctx context.Context, e *host.Env, s *State) error {
 	var auth *rest.Config
 	switch {
 	case s.Opts.DiscoveryFile != "":

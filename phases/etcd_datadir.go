@@ -8,6 +8,8 @@ import (
 	"path"
 	"slices"
 	"strings"
+
+	"kjoin.dev/kjoin/host"
 )
 
 // systemDirs are directories that are never an etcd data directory, whatever kubeadm-config
@@ -22,12 +24,12 @@ var systemDirs = []string{
 
 // joinDirs hold what a join writes besides etcd's data; an etcd data directory may be neither
 // one of them, inside one, nor above one.
-var joinDirs = []string{KubernetesDir, KubeletDir, path.Dir(JournalPath), "/var/lib/containerd", "/run/containerd"}
+var joinDirs = []string{host.KubernetesDir, host.KubeletDir, path.Dir(JournalPath), "/var/lib/containerd", "/run/containerd"}
 
 // checkEtcdDataDir refuses an etcd data directory that is not a dedicated directory: not
 // absolute and clean, a system directory, a join directory (or inside or above one), a
 // symlink, a path under a symlink, or something other than a directory.
-func checkEtcdDataDir(e *Env, dir string) error {
+func checkEtcdDataDir(e *host.Env, dir string) error {
 	if dir == "" || !path.IsAbs(dir) {
 		return fmt.Errorf("etcd data directory %q is not an absolute path", dir)
 	}
@@ -59,7 +61,7 @@ func checkEtcdDataDir(e *Env, dir string) error {
 }
 
 // etcdDataDirEmpty reports whether the etcd data directory is absent or empty.
-func etcdDataDirEmpty(e *Env, dir string) (bool, error) {
+func etcdDataDirEmpty(e *host.Env, dir string) (bool, error) {
 	entries, err := os.ReadDir(e.Paths.Of(dir))
 	if errors.Is(err, fs.ErrNotExist) {
 		return true, nil

@@ -3,14 +3,11 @@ package phases
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -18,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kjoin.dev/kjoin/etcd"
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/manifests"
 	"kjoin.dev/kjoin/operr"
 )
@@ -46,13 +44,13 @@ var EtcdJoin = Phase{
 	Run: runEtcdJoin,
 }
 
-func runEtcdJoin(ctx context.Context, e *Env, s *State) error {
+func runEtcdJoin(ctx context.Context, e *host.Env, s *State) error {
 	if s.Cluster == nil || s.AdminClient == nil {
 		return operr.New(operr.Usage, "etcd-join needs the control-plane-prepare phase", "run the whole join, or kjoin join phase control-plane-prepare first")
 	}
-	peerURL := "https://" + joinHostPort(s.Opts.AdvertiseAddress, 2380)
+	peerURL := "https://" + host.JoinHostPort(s.Opts.AdvertiseAddress, 2380)
 	if s.Opts.DryRun {
-		s.PlannedAPI = append(s.PlannedAPI, "add etcd learner "+peerURL+", write "+path.Join(ManifestsDir, "etcd.yaml")+", promote it to voter")
+		s.PlannedAPI = append(s.PlannedAPI, "add etcd learner "+peerURL+", write "+path.Join(host.ManifestsDir, "etcd.yaml")+", promote it to voter")
 		return nil
 	}
 	endpoints, err := etcdEndpoints(ctx, e, s)
@@ -105,7 +103,7 @@ func runEtcdJoin(ctx context.Context, e *Env, s *State) error {
 		Cluster: cli, Lock: lock, Name: s.Opts.NodeName, PeerURL: peerURL,
 		Timeout: s.Opts.Timeouts.EtcdAPICall, Clock: e.Clock, Status: cli.Status, At: e.At,
 		RemoveManifest: func(wipeData bool) error {
-			if err := os.Remove(e.Paths.Of(path.Join(ManifestsDir, "etcd.yaml"))); err != nil && !os.IsNotExist(err) {
+			if err := os.Remove(e.Paths.Of(path.Join(host.ManifestsDir, "etcd.yaml"))); err != nil && !os.IsNotExist(err) {
 				return err
 			}
 			if !wipeData {
@@ -150,7 +148,7 @@ func runEtcdJoin(ctx context.Context, e *Env, s *State) error {
 // claimEtcdDataDir creates the etcd data directory and reports whether the learner's data in
 // it is this join's to remove on failure: only when this join (this run, or the interrupted
 // run the journal records) found it absent or empty.
-func claimEtcdDataDir(e *Env, s *State, dir string) (bool, error) {
+func claimEtcdDataDir(e *host.Env, s *State, dir string) (bool, error) {
 	j := s.Journal
 	owned := j != nil && j.EtcdDataDir == dir
 	if !owned {
@@ -174,7 +172,7 @@ func claimEtcdDataDir(e *Env, s *State, dir string) (bool, error) {
 
 // restartEtcd stops this node's etcd (SIGTERM) so the kubelet starts it again: the one etcd
 // process whose command line names this node and its peer URL, as the manifest does.
-func restartEtcd(e *Env, node, peerURL string) error {
+func restartEtcd(e *host.Env, node, peerURL string) error {
 	if e.Processes == nil || e.Signal == nil {
 		return errors.New("no access to the host's processes")
 	}
@@ -212,7 +210,7 @@ func etcdHealth(ctx context.Context, cli etcd.Conn, endpoints []string) string {
 }
 
 // etcdEndpoints lists the client URLs the existing etcd pods advertise (kubeadm's annotation).
-func etcdEndpoints(ctx context.Context, e *Env, s *State) ([]string, error) {
+func etcdEndpoints(ctx context.Context, e *host.Env, s *State) ([]string, error) {
 	var eps []string
 	err := e.Poll(ctx, 500*time.Millisecond, s.Opts.Timeouts.KubernetesAPICall, func(ctx context.Context) (bool, error) {
 		pods, err := s.AdminClient.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "component=etcd,tier=control-plane"})
@@ -233,25 +231,6 @@ func etcdEndpoints(ctx context.Context, e *Env, s *State) ([]string, error) {
 	return eps, nil
 }
 
-func etcdTLS(e *Env, s *State) (*tls.Config, error) {
-	return EtcdClientTLS(e, s.Cluster.CertificatesDir)
+func etcdTLS(e *host.Env, s *State) (*tls.Config, error) {
+	return host.EtcdClientTLS(e, s.Cluster.CertificatesDir)
 }
-
-// EtcdClientTLS is the etcd client TLS of this node: etcd CA and healthcheck-client certificate.
-func EtcdClientTLS(e *Env, certificatesDir string) (*tls.Config, error) {
-	dir := path.Join(certificatesDir, "etcd")
-	ca, err := e.ReadFile(path.Join(dir, "ca.crt"))
-	if err != nil {
-		return nil, err
-	}
-	pair, err := tls.LoadX509KeyPair(e.Paths.Of(path.Join(dir, "healthcheck-client.crt")), e.Paths.Of(path.Join(dir, "healthcheck-client.key")))
-	if err != nil {
-		return nil, fmt.Errorf("load etcd client certificate: %w", err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca)
-	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}}, nil
-}
-
-// joinHostPort is net.JoinHostPort for an int port.
-func joinHostPort(h string, port int) string { return net.JoinHostPort(h, strconv.Itoa(port)) }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
 )
 
@@ -54,7 +56,7 @@ func TestControlPlaneJoin(t *testing.T) {
 	if c.etcd.locks != 1 || c.etcd.unlocks != 1 {
 		t.Errorf("join lock taken %d, released %d times", c.etcd.locks, c.etcd.unlocks)
 	}
-	manifest, _ := c.env.ReadFile(path.Join(ManifestsDir, "etcd.yaml"))
+	manifest, _ := c.env.ReadFile(path.Join(host.ManifestsDir, "etcd.yaml"))
 	for _, flag := range []string{"--initial-cluster=cp1=https://10.0.0.11:2380,cp2=https://10.0.0.12:2380", "--initial-cluster-state=existing", "--data-dir=/var/lib/etcd"} {
 		if !hasFlag(manifest, flag) {
 			t.Errorf("etcd.yaml lacks %s:\n%s", flag, manifest)
@@ -179,7 +181,7 @@ func TestEtcdJoinRemovesItsLearnerOnFailure(t *testing.T) {
 		t.Errorf("added %x removed %x: the failed join must remove its own learner", c.etcd.added, c.etcd.removed)
 	}
 	// No manifest is left that would start the removed member's etcd.
-	if c.env.Exists(path.Join(ManifestsDir, "etcd.yaml")) {
+	if c.env.Exists(path.Join(host.ManifestsDir, "etcd.yaml")) {
 		t.Error("the etcd manifest of the removed learner is still there")
 	}
 }
@@ -193,7 +195,7 @@ func TestControlPlaneManifestsWaitForEtcdVoter(t *testing.T) {
 	early := map[string]bool{}
 	seen := func() {
 		for _, p := range pods {
-			if c.env.Exists(path.Join(ManifestsDir, p+".yaml")) {
+			if c.env.Exists(path.Join(host.ManifestsDir, p+".yaml")) {
 				early[p] = true
 			}
 		}
@@ -212,7 +214,7 @@ func TestControlPlaneManifestsWaitForEtcdVoter(t *testing.T) {
 		t.Errorf("manifests written before the etcd member voted: %v", early)
 	}
 	for _, p := range pods {
-		if !c.env.Exists(path.Join(ManifestsDir, p+".yaml")) {
+		if !c.env.Exists(path.Join(host.ManifestsDir, p+".yaml")) {
 			t.Errorf("%s.yaml not written after the join", p)
 		}
 	}
@@ -227,12 +229,12 @@ func TestControlPlaneStartAlone(t *testing.T) {
 		t.Fatalf("%v\n%s", err, c.out)
 	}
 	for _, p := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
-		b, err := c.env.ReadFile(path.Join(ManifestsDir, p+".yaml"))
+		b, err := c.env.ReadFile(path.Join(host.ManifestsDir, p+".yaml"))
 		if err != nil || !strings.Contains(string(b), "component: "+p) {
 			t.Errorf("%s.yaml: %v\n%s", p, err, b)
 		}
 	}
-	if c.env.Exists(path.Join(ManifestsDir, "etcd.yaml")) || c.env.Exists("/etc/kubernetes/pki/apiserver.crt") || len(c.etcd.added) != 0 {
+	if c.env.Exists(path.Join(host.ManifestsDir, "etcd.yaml")) || c.env.Exists("/etc/kubernetes/pki/apiserver.crt") || len(c.etcd.added) != 0 {
 		t.Error("control-plane-start alone did more than write its three manifests")
 	}
 }
@@ -240,29 +242,29 @@ func TestControlPlaneStartAlone(t *testing.T) {
 // restartEtcd signals exactly this node's etcd: named after the node, with its peer URL.
 func TestRestartEtcdSignalsOnlyThisNodesEtcd(t *testing.T) {
 	t.Parallel()
-	procs := []Process{
+	procs := []host.Process{
 		{PID: 10, Args: []string{"etcd", "--name=cp3", "--initial-advertise-peer-urls=https://10.0.0.13:2380"}},
 		{PID: 11, Args: []string{"/usr/local/bin/etcd", "--name=cp2", "--initial-advertise-peer-urls=https://10.0.0.12:2380"}},
 		{PID: 12, Args: []string{"kube-apiserver", "--name=cp2", "--initial-advertise-peer-urls=https://10.0.0.12:2380"}},
 		{PID: 13, Args: []string{"etcd", "--name=cp2", "--initial-advertise-peer-urls=https://10.0.0.99:2380"}},
 	}
 	var signalled []int
-	e := &Env{
-		Processes: func() ([]Process, error) { return procs, nil },
+	e := &host.Env{
+		Processes: func() ([]host.Process, error) { return procs, nil },
 		Signal:    func(pid int, sig syscall.Signal) error { signalled = append(signalled, pid); return nil },
 	}
 	if err := restartEtcd(e, "cp2", "https://10.0.0.12:2380"); err != nil || !slices.Equal(signalled, []int{11}) {
 		t.Fatalf("err %v, signalled %v; want only pid 11", err, signalled)
 	}
 	signalled = nil
-	procs = append(procs, Process{PID: 14, Args: []string{"etcd", "--name=cp2", "--initial-advertise-peer-urls=https://10.0.0.12:2380"}})
+	procs = append(procs, host.Process{PID: 14, Args: []string{"etcd", "--name=cp2", "--initial-advertise-peer-urls=https://10.0.0.12:2380"}})
 	if err := restartEtcd(e, "cp2", "https://10.0.0.12:2380"); err == nil || len(signalled) != 0 {
 		t.Errorf("two matching processes: err %v, signalled %v; want an error and no signal", err, signalled)
 	}
 	if err := restartEtcd(e, "cp9", "https://10.0.0.19:2380"); err == nil || len(signalled) != 0 {
 		t.Errorf("no matching process: err %v, signalled %v", err, signalled)
 	}
-	if err := restartEtcd(&Env{}, "cp2", "https://10.0.0.12:2380"); err == nil {
+	if err := restartEtcd(&host.Env{}, "cp2", "https://10.0.0.12:2380"); err == nil {
 		t.Error("no process access: want an error")
 	}
 }
@@ -288,7 +290,7 @@ func TestControlPlaneJoinIPv6(t *testing.T) {
 	if peer != "https://[fd77::12]:2380" {
 		t.Errorf("learner added with peer URL %q", peer)
 	}
-	manifest, _ := c.env.ReadFile(path.Join(ManifestsDir, "etcd.yaml"))
+	manifest, _ := c.env.ReadFile(path.Join(host.ManifestsDir, "etcd.yaml"))
 	for _, flag := range []string{"--initial-cluster=cp1=https://10.0.0.11:2380,cp2=https://[fd77::12]:2380", "--listen-client-urls=https://[::1]:2379,https://[fd77::12]:2379"} {
 		if !hasFlag(manifest, flag) {
 			t.Errorf("etcd.yaml lacks %s:\n%s", flag, manifest)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/pki"
 	"kjoin.dev/kjoin/tlsbootstrap"
@@ -29,10 +30,10 @@ func TestResumedIdentityMustNameThisNode(t *testing.T) {
 			t.Fatal(err)
 		}
 		keyPEM, _ := pki.EncodeKey(key)
-		p := path.Join(KubeletPKIDir, "kubelet-client-2026-01-01-00-00-00.pem")
+		p := path.Join(host.KubeletPKIDir, "kubelet-client-2026-01-01-00-00-00.pem")
 		writeHost(t, h.env, p, string(cert)+string(keyPEM), 0o600)
-		_ = os.Remove(h.env.Paths.Of(KubeletClientCurrent))
-		if err := os.Symlink(p, h.env.Paths.Of(KubeletClientCurrent)); err != nil {
+		_ = os.Remove(h.env.Paths.Of(host.KubeletClientCurrent))
+		if err := os.Symlink(p, h.env.Paths.Of(host.KubeletClientCurrent)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -84,7 +85,7 @@ func TestResetConfinementIsExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.assertIntact(t, h.env)
-	if !h.env.Exists(KubernetesDir) {
+	if !h.env.Exists(host.KubernetesDir) {
 		t.Error("reset removed /etc/kubernetes itself")
 	}
 }
@@ -96,8 +97,8 @@ func TestJournalOwnedByAnotherUserIsRefused(t *testing.T) {
 	}
 	t.Parallel()
 	h := newTestHost(t)
-	writeHost(t, h.env, KubeletKubeconfig, "x", 0o600)
-	if err := (&Journal{Node: "w1", Files: []string{KubeletKubeconfig}}).Save(h.env); err != nil {
+	writeHost(t, h.env, host.KubeletKubeconfig, "x", 0o600)
+	if err := (&Journal{Node: "w1", Files: []string{host.KubeletKubeconfig}}).Save(h.env); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Chown(h.env.Paths.Of(JournalPath), 4242, 4242); err != nil {
@@ -109,7 +110,7 @@ func TestJournalOwnedByAnotherUserIsRefused(t *testing.T) {
 	if _, err := Run(context.Background(), h.env, &State{Opts: h.options(t)}, Join, RunOptions{}); operr.CodeOf(err) != operr.Preflight {
 		t.Errorf("join with a journal of uid 4242: %v", err)
 	}
-	if !h.env.Exists(KubeletKubeconfig) {
+	if !h.env.Exists(host.KubeletKubeconfig) {
 		t.Error("a refused journal's file was removed")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"kjoin.dev/kjoin/atomicfile"
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
 )
 
@@ -43,7 +44,7 @@ type Journal struct {
 // LoadJournal reads the journal; a missing journal is empty, not an error. A journal someone
 // other than root could have written (not a root-owned 0600 regular file) is refused, and so
 // is one that names a pending key anywhere but kjoin's own path: joins and reset act on it.
-func LoadJournal(e *Env) (*Journal, error) {
+func LoadJournal(e *host.Env) (*Journal, error) {
 	if err := checkJournalFile(e); err != nil {
 		return nil, err
 	}
@@ -75,7 +76,7 @@ func journalError(err error) error {
 
 // checkJournalFile refuses a journal that someone other than root (this process's user)
 // could have written, or that is not a plain file: a join and reset delete what it lists.
-func checkJournalFile(e *Env) error {
+func checkJournalFile(e *host.Env) error {
 	st, err := os.Lstat(e.Paths.Of(JournalPath))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -100,7 +101,7 @@ func checkJournalFile(e *Env) error {
 }
 
 // Save writes the journal atomically.
-func (j *Journal) Save(e *Env) error {
+func (j *Journal) Save(e *host.Env) error {
 	b, err := json.MarshalIndent(j, "", "  ")
 	if err != nil {
 		return err
@@ -132,7 +133,7 @@ func (j *Journal) Done(phase string) bool { return slices.Contains(j.Phases, pha
 func (j *Journal) Owns(p string) bool { return slices.Contains(j.Files, p) }
 
 // Remove deletes the journal.
-func RemoveJournal(e *Env) error {
+func RemoveJournal(e *host.Env) error {
 	err := os.Remove(e.Paths.Of(JournalPath))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"kjoin.dev/kjoin/clusterconfig"
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/kubelet"
 	"kjoin.dev/kjoin/operr"
 )
@@ -23,7 +24,7 @@ import (
 //	Writes: /var/lib/kubelet/{config.yaml,instance-config.yaml,kubeadm-flags.env}
 var KubeletConfig = Phase{Name: "kubelet-config", Short: "Write the kubelet configuration from the cluster's kubelet-config", Needs: []string{"discovery"}, Run: runKubeletConfig}
 
-func runKubeletConfig(ctx context.Context, e *Env, s *State) error {
+func runKubeletConfig(ctx context.Context, e *host.Env, s *State) error {
 	var raw string
 	err := e.Poll(ctx, 250*time.Millisecond, s.Opts.Timeouts.KubernetesAPICall, func(ctx context.Context) (bool, error) {
 		cm, err := s.BootstrapClient.CoreV1().ConfigMaps("kube-system").Get(ctx, "kubelet-config", metav1.GetOptions{})
@@ -83,24 +84,24 @@ func runKubeletConfig(ctx context.Context, e *Env, s *State) error {
 		path string
 		data []byte
 	}{
-		{KubeletConfigPath, cfg},
-		{KubeletInstancePath, kubelet.InstanceConfig(s.Opts.CRISocket)},
-		{KubeletFlagsPath, kubelet.FlagsEnv(defaults, extra)},
+		{host.KubeletConfigPath, cfg},
+		{host.KubeletInstancePath, kubelet.InstanceConfig(s.Opts.CRISocket)},
+		{host.KubeletFlagsPath, kubelet.FlagsEnv(defaults, extra)},
 	}
 	for _, f := range files {
-		if f.path == KubeletConfigPath && sameYAML(e, f.path, f.data) {
+		if f.path == host.KubeletConfigPath && sameYAML(e, f.path, f.data) {
 			continue // e.g. written by kubeadm with other formatting: same settings, leave it
 		}
 		if err := s.WriteFile(e, f.path, f.data, 0o644); err != nil {
 			return fmt.Errorf("write kubelet configuration: %w", err)
 		}
 	}
-	e.Logf("kubelet-config", "wrote %s from the cluster's kubelet-config, %s and %s", KubeletConfigPath, KubeletInstancePath, KubeletFlagsPath)
+	e.Logf("kubelet-config", "wrote %s from the cluster's kubelet-config, %s and %s", host.KubeletConfigPath, host.KubeletInstancePath, host.KubeletFlagsPath)
 	return nil
 }
 
 // sameYAML reports whether the host file holds the same YAML settings as data.
-func sameYAML(e *Env, hostPath string, data []byte) bool {
+func sameYAML(e *host.Env, hostPath string, data []byte) bool {
 	cur, err := e.ReadFile(hostPath)
 	if err != nil {
 		return false

@@ -9,6 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
 )
 
@@ -31,11 +32,11 @@ func TestKubeletConfigAppliesOnlyKubeletPatches(t *testing.T) {
 	if err := KubeletConfig.Run(context.Background(), h.env, s); err != nil {
 		t.Fatal(err)
 	}
-	cfg, _ := h.env.ReadFile(KubeletConfigPath)
+	cfg, _ := h.env.ReadFile(host.KubeletConfigPath)
 	if !strings.Contains(string(cfg), "maxPods: 42") || strings.Contains(string(cfg), "labels") {
 		t.Errorf("config.yaml:\n%s", cfg)
 	}
-	flags, _ := h.env.ReadFile(KubeletFlagsPath)
+	flags, _ := h.env.ReadFile(host.KubeletFlagsPath)
 	if !strings.Contains(string(flags), "--register-with-taints=dedicated=gpu:NoSchedule") {
 		t.Errorf("kubeadm-flags.env: %s", flags)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
 )
 
@@ -13,7 +14,7 @@ import (
 //	Writes: nothing in State; runs systemctl daemon-reload, enable, restart kubelet
 var KubeletStart = Phase{Name: "kubelet-start", Short: "Enable and (re)start the kubelet", Run: runKubeletStart}
 
-func runKubeletStart(ctx context.Context, e *Env, s *State) error {
+func runKubeletStart(ctx context.Context, e *host.Env, s *State) error {
 	steps := [][]string{{"daemon-reload"}, {"enable", "kubelet"}, {"restart", "kubelet"}}
 	if s.Opts.DryRun {
 		for _, st := range steps {

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
 )
 
@@ -24,7 +25,7 @@ const (
 //	Writes: the Node's labels and taints
 var MarkControlPlane = Phase{Name: "mark-control-plane", Short: "Label and taint the node as a control plane", Skip: workerSkip, Run: runMarkControlPlane}
 
-func runMarkControlPlane(ctx context.Context, e *Env, s *State) error {
+func runMarkControlPlane(ctx context.Context, e *host.Env, s *State) error {
 	taints := []corev1.Taint{{Key: LabelControlPlane, Effect: corev1.TaintEffectNoSchedule}}
 	if s.Opts.TaintsSet {
 		taints = nil

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"kjoin.dev/kjoin/discovery"
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
 )
 
@@ -36,7 +37,7 @@ type check struct {
 
 // runChecks runs checks and reports every failure at once (exit 3), sorted, after printing
 // their warnings; a failure of a check --ignore-preflight-errors names becomes a warning.
-func runChecks(e *Env, s *State, phase string, checks []check) error {
+func runChecks(e *host.Env, s *State, phase string, checks []check) error {
 	var failed []string
 	for _, c := range checks {
 		warning, err := c.run()
@@ -68,7 +69,7 @@ func ignored(s *State, check string) bool {
 	return s.Opts.IgnorePreflight["all"] || s.Opts.IgnorePreflight[strings.ToLower(check)]
 }
 
-func runPreflight(ctx context.Context, e *Env, s *State) error {
+func runPreflight(ctx context.Context, e *host.Env, s *State) error {
 	if err := checkOwnership(e, s); err != nil {
 		return err
 	}
@@ -93,19 +94,19 @@ func runPreflight(ctx context.Context, e *Env, s *State) error {
 		}},
 		{"CRI", func() (string, error) { return "", checkCRI(e, s) }},
 		{"Swap", func() (string, error) {
-			b, err := e.ReadFile(ProcSwaps)
+			b, err := e.ReadFile(host.ProcSwaps)
 			if err == nil && len(strings.Split(strings.TrimSpace(string(b)), "\n")) > 1 {
 				return "swap is on; the kubelet must then run with failSwapOn: false (set in the cluster's kubelet-config)", nil
 			}
 			return "", nil
 		}},
 		{"FileContent--proc-sys-net-ipv4-ip_forward", func() (string, error) {
-			b, err := e.ReadFile(ProcIPForward)
+			b, err := e.ReadFile(host.ProcIPForward)
 			if err != nil {
-				return "", fmt.Errorf("%s: %w", ProcIPForward, err)
+				return "", fmt.Errorf("%s: %w", host.ProcIPForward, err)
 			}
 			if strings.TrimSpace(string(b)) != "1" {
-				return "", fmt.Errorf("%s contents are not set to 1 (sysctl -w net.ipv4.ip_forward=1)", ProcIPForward)
+				return "", fmt.Errorf("%s contents are not set to 1 (sysctl -w net.ipv4.ip_forward=1)", host.ProcIPForward)
 			}
 			return "", nil
 		}},
@@ -120,13 +121,13 @@ func runPreflight(ctx context.Context, e *Env, s *State) error {
 			}})
 		}
 		checks = append(checks, check{"DirAvailable--etc-kubernetes-manifests", func() (string, error) {
-			if entries, err := os.ReadDir(e.Paths.Of(ManifestsDir)); err == nil && len(entries) > 0 && !s.Own {
-				return "", fmt.Errorf("%s is not empty", ManifestsDir)
+			if entries, err := os.ReadDir(e.Paths.Of(host.ManifestsDir)); err == nil && len(entries) > 0 && !s.Own {
+				return "", fmt.Errorf("%s is not empty", host.ManifestsDir)
 			}
 			return "", nil
 		}})
 	}
-	for _, f := range []string{KubeletKubeconfig, BootstrapKubeconfig, CACertPath} {
+	for _, f := range []string{host.KubeletKubeconfig, host.BootstrapKubeconfig, host.CACertPath} {
 		checks = append(checks, check{"FileAvailable-" + strings.ReplaceAll(f, "/", "-"), func() (string, error) {
 			if e.Exists(f) && !s.Own {
 				return "", fmt.Errorf("%s already exists (this host was joined before? kjoin reset cleans it up)", f)
@@ -148,12 +149,12 @@ func runPreflight(ctx context.Context, e *Env, s *State) error {
 // checkOwnership decides whether files already on the node belong to this very join (an
 // interrupted or finished earlier run, or a node already joined to this cluster by kubeadm),
 // and refuses a node that belongs to another cluster.
-func checkOwnership(e *Env, s *State) error {
+func checkOwnership(e *host.Env, s *State) error {
 	j := s.Journal
 	if j != nil && j.Node == s.Opts.NodeName && (j.CAPin == "" || len(s.Opts.Pins) == 0 || s.Opts.Pins[j.CAPin]) {
 		s.Own = len(j.Phases) > 0 || len(j.Files) > 0
 	}
-	caPEM, err := e.ReadFile(CACertPath)
+	caPEM, err := e.ReadFile(host.CACertPath)
 	if err != nil {
 		return nil
 	}
@@ -162,7 +163,7 @@ func checkOwnership(e *Env, s *State) error {
 		return nil
 	}
 	pin := discovery.Pin(cas[0])
-	if len(s.Opts.Pins) > 0 && !s.Opts.Pins[pin] && e.Exists(KubeletKubeconfig) {
+	if len(s.Opts.Pins) > 0 && !s.Opts.Pins[pin] && e.Exists(host.KubeletKubeconfig) {
 		var asked []string
 		for p := range s.Opts.Pins {
 			asked = append(asked, p)
@@ -173,7 +174,7 @@ func checkOwnership(e *Env, s *State) error {
 			"this node is already joined to another cluster: its CA is %s, but this join pins %s", pin, strings.Join(asked, ", ")).
 			WithHint("run kjoin reset on this node to leave the other cluster, then join again")
 	}
-	if len(s.Opts.Pins) > 0 && e.Exists(KubeletKubeconfig) {
+	if len(s.Opts.Pins) > 0 && e.Exists(host.KubeletKubeconfig) {
 		if j != nil && !s.Own && !j.Adopted {
 			// Joined before this journal began (by kubeadm): reset removes kubeadm's files too.
 			j.Adopted = true
@@ -185,7 +186,7 @@ func checkOwnership(e *Env, s *State) error {
 
 // Defaults fills the options a join derives from the host: the node name (hostname,
 // lower-cased) and the CRI socket (the one known socket present), as kubeadm does.
-func Defaults(e *Env, o *Options) error {
+func Defaults(e *host.Env, o *Options) error {
 	if o.NodeName == "" {
 		h, err := e.Hostname()
 		if err != nil {
@@ -240,7 +241,7 @@ func CheckAdvertiseAddress(s string) error {
 	return nil
 }
 
-func checkCRI(e *Env, s *State) error {
+func checkCRI(e *host.Env, s *State) error {
 	path := strings.TrimPrefix(s.Opts.CRISocket, "unix://")
 	if !e.SocketReachable(e.Paths.Of(path)) {
 		return fmt.Errorf("container runtime is not answering on %s", s.Opts.CRISocket)

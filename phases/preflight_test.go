@@ -8,6 +8,7 @@ import (
 
 	"kjoin.dev/kjoin/discovery"
 	"kjoin.dev/kjoin/discovery/discoverytest"
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
 )
 
@@ -16,7 +17,7 @@ func TestPreflightReportsAllFailuresAtOnce(t *testing.T) {
 	h := newTestHost(t)
 	h.env.Geteuid = func() int { return 1000 }
 	h.env.PortInUse = func(int) bool { return true }
-	_ = os.WriteFile(h.env.Paths.Of(ProcIPForward), []byte("0\n"), 0o644)
+	_ = os.WriteFile(h.env.Paths.Of(host.ProcIPForward), []byte("0\n"), 0o644)
 	s := &State{Opts: h.options(t)}
 	_, err := Run(context.Background(), h.env, s, Join, RunOptions{})
 	if operr.CodeOf(err) != operr.Preflight {

@@ -9,7 +9,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"kjoin.dev/kjoin/pki"
+	"kjoin.dev/kjoin/host"
 )
 
 // ResetOptions configure kjoin reset.
@@ -60,7 +60,7 @@ var ResetWorkflow = []Phase{ResetDeleteNode, ResetEtcdMember, ResetStaticPods, R
 
 // Reset runs the reset workflow on this node (skipping the named phases) and reports what
 // it did. It is idempotent: a second run changes nothing.
-func Reset(ctx context.Context, e *Env, o ResetOptions, skip []string) (*ResetReport, error) {
+func Reset(ctx context.Context, e *host.Env, o ResetOptions, skip []string) (*ResetReport, error) {
 	r := &ResetReport{Role: "worker", RemovedFiles: []string{}, Warnings: []string{}}
 	j, err := LoadJournal(e)
 	if err != nil {
@@ -68,16 +68,16 @@ func Reset(ctx context.Context, e *Env, o ResetOptions, skip []string) (*ResetRe
 	}
 	r.Node = j.Node
 	if r.Node == "" {
-		r.Node = NodeNameFromCert(e)
+		r.Node = host.NodeNameFromCert(e)
 	}
 	rs := &ResetState{Opts: o, Report: r, EtcdDataMayGo: o.AllowEtcdQuorumLoss, APIServerPort: 6443}
 	rs.Journaled = e.Exists(JournalPath)
-	etcdManifest := path.Join(ManifestsDir, "etcd.yaml")
+	etcdManifest := path.Join(host.ManifestsDir, "etcd.yaml")
 	if !rs.Journaled || j.Adopted || j.Owns(etcdManifest) {
 		// A journaled join that wrote no etcd manifest made no etcd member: not its to remove.
 		rs.EtcdManifest, _ = e.ReadFile(etcdManifest)
 	}
-	if apiserver, err := e.ReadFile(path.Join(ManifestsDir, "kube-apiserver.yaml")); err == nil {
+	if apiserver, err := e.ReadFile(path.Join(host.ManifestsDir, "kube-apiserver.yaml")); err == nil {
 		r.Role = "control-plane"
 		if p, err := parsePort(staticPodFlags(apiserver)["secure-port"]); err == nil {
 			rs.APIServerPort = p
@@ -107,7 +107,7 @@ func parsePort(s string) (int, error) {
 // confined cleans a host path and checks that reset may remove it: absolute, inside one of
 // the allowed directories (not the directory itself) and reached without following a
 // symlink in any parent.
-func confined(e *Env, p string, allowed []string) (string, error) {
+func confined(e *host.Env, p string, allowed []string) (string, error) {
 	if !path.IsAbs(p) {
 		return "", fmt.Errorf("not an absolute path")
 	}
@@ -132,19 +132,6 @@ func confined(e *Env, p string, allowed []string) (string, error) {
 		}
 	}
 	return clean, nil
-}
-
-// NodeNameFromCert is the node name in the kubelet's current client certificate ("" if none).
-func NodeNameFromCert(e *Env) string {
-	b, err := e.ReadFile(KubeletClientCurrent)
-	if err != nil {
-		return ""
-	}
-	c, err := pki.ParseCert(b)
-	if err != nil {
-		return ""
-	}
-	return strings.TrimPrefix(c.Subject.CommonName, "system:node:")
 }
 
 // staticPodFlags reads the command flags of a static pod manifest.

@@ -6,6 +6,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
 )
 
@@ -26,7 +27,7 @@ var ResetDeleteNode = Phase{
 	},
 }
 
-func runResetDeleteNode(ctx context.Context, e *Env, s *State) error {
+func runResetDeleteNode(ctx context.Context, e *host.Env, s *State) error {
 	r := s.Reset.Report
 	if err := deleteNode(ctx, e, s.Reset.Opts.Kubeconfig, r.Node); err != nil {
 		return err
@@ -37,9 +38,9 @@ func runResetDeleteNode(ctx context.Context, e *Env, s *State) error {
 	return nil
 }
 
-func deleteNode(ctx context.Context, e *Env, kubeconfig, name string) error {
+func deleteNode(ctx context.Context, e *host.Env, kubeconfig, name string) error {
 	if kubeconfig == "" {
-		kubeconfig = AdminKubeconfig
+		kubeconfig = host.AdminKubeconfig
 	}
 	c, _, err := e.ClientFromKubeconfig(kubeconfig)
 	if err != nil {

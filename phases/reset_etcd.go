@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"kjoin.dev/kjoin/etcd"
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
 )
 
@@ -27,7 +28,7 @@ var ResetEtcdMember = Phase{
 	},
 }
 
-func runResetEtcdMember(ctx context.Context, e *Env, s *State) error {
+func runResetEtcdMember(ctx context.Context, e *host.Env, s *State) error {
 	warn := func(format string, a ...any) { s.Warn(e, "remove-etcd-member", format, a...) }
 	id, gone, err := removeEtcdMember(ctx, e, s.Reset.EtcdManifest, s.Reset.Opts.AllowEtcdQuorumLoss, warn)
 	if err != nil {
@@ -46,7 +47,7 @@ func runResetEtcdMember(ctx context.Context, e *Env, s *State) error {
 // the manifest's --name: a manifest naming neither is not taken as "not a member".
 // gone reports that the member is out of the cluster (removed now, or not a member), so its
 // data may be wiped.
-func removeEtcdMember(ctx context.Context, e *Env, manifest []byte, allowQuorumLoss bool, warn func(string, ...any)) (id string, gone bool, err error) {
+func removeEtcdMember(ctx context.Context, e *host.Env, manifest []byte, allowQuorumLoss bool, warn func(string, ...any)) (id string, gone bool, err error) {
 	flags := staticPodFlags(manifest)
 	peerURL := flags["initial-advertise-peer-urls"]
 	name := flags["name"]
@@ -62,7 +63,7 @@ func removeEtcdMember(ctx context.Context, e *Env, manifest []byte, allowQuorumL
 		return "", false, operr.New(operr.Preflight, "the etcd manifest names neither this member's peer URL (--initial-advertise-peer-urls) nor its name (--name), so its etcd member cannot be found",
 			"remove the member by hand (etcdctl member list, etcdctl member remove), then reset with --allow-etcd-quorum-loss")
 	}
-	tlsCfg, err := EtcdClientTLS(e, etcdCertificatesDir(flags))
+	tlsCfg, err := host.EtcdClientTLS(e, etcdCertificatesDir(flags))
 	if err != nil {
 		if allowQuorumLoss {
 			warn("cannot read this node's etcd client certificate (%v); its etcd member was not removed (--allow-etcd-quorum-loss)", err)
@@ -145,7 +146,7 @@ func etcdCertificatesDir(flags map[string]string) string {
 	if ca := flags["trusted-ca-file"]; path.IsAbs(ca) && path.Base(path.Dir(ca)) == "etcd" {
 		return path.Dir(path.Dir(ca))
 	}
-	return PKIDir
+	return host.PKIDir
 }
 
 // memberGone reports whether the membership (as cli sees it) no longer has id.

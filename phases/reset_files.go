@@ -8,23 +8,24 @@ import (
 	"slices"
 	"sort"
 
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
 )
 
 // kubeadmFiles are the exact files kubeadm join writes, removed for nodes joined without a
 // journal (by kubeadm): never another static pod, another file in pki/ or a whole directory.
 var kubeadmFiles = []string{
-	AdminKubeconfig, KubeletKubeconfig, BootstrapKubeconfig,
+	host.AdminKubeconfig, host.KubeletKubeconfig, host.BootstrapKubeconfig,
 	"/etc/kubernetes/controller-manager.conf", "/etc/kubernetes/scheduler.conf",
-	path.Join(ManifestsDir, "etcd.yaml"), path.Join(ManifestsDir, "kube-apiserver.yaml"),
-	path.Join(ManifestsDir, "kube-controller-manager.yaml"), path.Join(ManifestsDir, "kube-scheduler.yaml"),
-	CACertPath, PKIDir + "/ca.key", PKIDir + "/sa.key", PKIDir + "/sa.pub",
-	PKIDir + "/front-proxy-ca.crt", PKIDir + "/front-proxy-ca.key", PKIDir + "/front-proxy-client.crt", PKIDir + "/front-proxy-client.key",
-	PKIDir + "/apiserver.crt", PKIDir + "/apiserver.key", PKIDir + "/apiserver-kubelet-client.crt", PKIDir + "/apiserver-kubelet-client.key",
-	PKIDir + "/apiserver-etcd-client.crt", PKIDir + "/apiserver-etcd-client.key",
-	PKIDir + "/etcd/ca.crt", PKIDir + "/etcd/ca.key", PKIDir + "/etcd/server.crt", PKIDir + "/etcd/server.key",
-	PKIDir + "/etcd/peer.crt", PKIDir + "/etcd/peer.key", PKIDir + "/etcd/healthcheck-client.crt", PKIDir + "/etcd/healthcheck-client.key",
-	KubeletConfigPath, KubeletInstancePath, KubeletFlagsPath, KubeletClientCurrent,
+	path.Join(host.ManifestsDir, "etcd.yaml"), path.Join(host.ManifestsDir, "kube-apiserver.yaml"),
+	path.Join(host.ManifestsDir, "kube-controller-manager.yaml"), path.Join(host.ManifestsDir, "kube-scheduler.yaml"),
+	host.CACertPath, host.PKIDir + "/ca.key", host.PKIDir + "/sa.key", host.PKIDir + "/sa.pub",
+	host.PKIDir + "/front-proxy-ca.crt", host.PKIDir + "/front-proxy-ca.key", host.PKIDir + "/front-proxy-client.crt", host.PKIDir + "/front-proxy-client.key",
+	host.PKIDir + "/apiserver.crt", host.PKIDir + "/apiserver.key", host.PKIDir + "/apiserver-kubelet-client.crt", host.PKIDir + "/apiserver-kubelet-client.key",
+	host.PKIDir + "/apiserver-etcd-client.crt", host.PKIDir + "/apiserver-etcd-client.key",
+	host.PKIDir + "/etcd/ca.crt", host.PKIDir + "/etcd/ca.key", host.PKIDir + "/etcd/server.crt", host.PKIDir + "/etcd/server.key",
+	host.PKIDir + "/etcd/peer.crt", host.PKIDir + "/etcd/peer.key", host.PKIDir + "/etcd/healthcheck-client.crt", host.PKIDir + "/etcd/healthcheck-client.key",
+	host.KubeletConfigPath, host.KubeletInstancePath, host.KubeletFlagsPath, host.KubeletClientCurrent,
 }
 
 // kubeletClientPEM matches the kubelet's client certificate files (kubelet-client-<timestamp>.pem):
@@ -59,22 +60,22 @@ func resetTargets(s *State) []string {
 
 // kubeletClientRotations are the kubelet's client certificate files on the node: the join's
 // first one and those the kubelet rotated from it.
-func kubeletClientRotations(e *Env) []string {
+func kubeletClientRotations(e *host.Env) []string {
 	var out []string
-	entries, _ := os.ReadDir(e.Paths.Of(KubeletPKIDir))
+	entries, _ := os.ReadDir(e.Paths.Of(host.KubeletPKIDir))
 	for _, en := range entries {
 		if kubeletClientPEM.MatchString(en.Name()) && en.Type().IsRegular() {
-			out = append(out, path.Join(KubeletPKIDir, en.Name()))
+			out = append(out, path.Join(host.KubeletPKIDir, en.Name()))
 		}
 	}
 	return out
 }
 
-func runResetFiles(_ context.Context, e *Env, s *State) error {
+func runResetFiles(_ context.Context, e *host.Env, s *State) error {
 	r := s.Reset.Report
 	warn := func(format string, a ...any) { s.Warn(e, "remove-files", format, a...) }
 	targets := append(resetTargets(s), kubeletClientRotations(e)...)
-	allowed := []string{KubernetesDir, KubeletDir, path.Dir(JournalPath)}
+	allowed := []string{host.KubernetesDir, host.KubeletDir, path.Dir(JournalPath)}
 	if dir := etcdDataDir(s.Reset.EtcdManifest); dir != "" {
 		if err := checkEtcdDataDir(e, dir); err != nil {
 			warn("not touching the etcd data directory: %v", err)

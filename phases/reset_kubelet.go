@@ -1,6 +1,10 @@
 package phases
 
-import "context"
+import (
+	"context"
+
+	"kjoin.dev/kjoin/host"
+)
 
 // ResetKubelet stops the kubelet.
 //
@@ -8,7 +12,7 @@ import "context"
 //	Writes: s.Reset.Report.KubeletStopped
 var ResetKubelet = Phase{Name: "stop-kubelet", Short: "Stop the kubelet", Run: runResetKubelet}
 
-func runResetKubelet(ctx context.Context, e *Env, s *State) error {
+func runResetKubelet(ctx context.Context, e *host.Env, s *State) error {
 	if _, err := e.Exec.Run(ctx, "systemctl", "is-active", "--quiet", "kubelet"); err != nil {
 		return nil
 	}

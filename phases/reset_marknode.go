@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"kjoin.dev/kjoin/host"
 )
 
 // ResetMarkNode tells the cluster at once, with the node's own identity, that its kubelet
@@ -33,7 +35,7 @@ var ResetMarkNode = Phase{
 	},
 }
 
-func runResetMarkNode(ctx context.Context, e *Env, s *State) error {
+func runResetMarkNode(ctx context.Context, e *host.Env, s *State) error {
 	r := s.Reset.Report
 	if err := markNodeGone(ctx, e, r.Node, clusterServer(e, s.Journal)); err != nil {
 		s.Warn(e, "mark-node", "could not mark Node %q not ready (%v); it turns NotReady after the node monitor grace period", r.Node, err)
@@ -45,8 +47,8 @@ func runResetMarkNode(ctx context.Context, e *Env, s *State) error {
 
 // markNodeGone sets the Node's Ready condition to Unknown, as the node lifecycle controller
 // would once the kubelet stops reporting.
-func markNodeGone(ctx context.Context, e *Env, name, server string) error {
-	b, err := e.ReadFile(KubeletKubeconfig)
+func markNodeGone(ctx context.Context, e *host.Env, name, server string) error {
+	b, err := e.ReadFile(host.KubeletKubeconfig)
 	if err != nil {
 		return err
 	}
@@ -56,7 +58,7 @@ func markNodeGone(ctx context.Context, e *Env, name, server string) error {
 	}
 	kctx := kc.Contexts[kc.CurrentContext]
 	if kctx == nil || kc.Clusters[kctx.Cluster] == nil || kc.AuthInfos[kctx.AuthInfo] == nil {
-		return fmt.Errorf("%s has no usable current context", KubeletKubeconfig)
+		return fmt.Errorf("%s has no usable current context", host.KubeletKubeconfig)
 	}
 	cluster, auth := kc.Clusters[kctx.Cluster], kc.AuthInfos[kctx.AuthInfo]
 	if server == "" {
@@ -93,11 +95,11 @@ func markNodeGone(ctx context.Context, e *Env, name, server string) error {
 
 // clusterServer is the cluster's endpoint (a control plane's kubelet.conf points at its own,
 // now stopped, API server): from the journal, else from admin.conf.
-func clusterServer(e *Env, j *Journal) string {
+func clusterServer(e *host.Env, j *Journal) string {
 	if j.Endpoint != "" {
 		return j.Endpoint
 	}
-	if b, err := e.ReadFile(AdminKubeconfig); err == nil {
+	if b, err := e.ReadFile(host.AdminKubeconfig); err == nil {
 		if cfg, err := clientcmd.RESTConfigFromKubeConfig(b); err == nil {
 			return cfg.Host
 		}

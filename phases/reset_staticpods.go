@@ -6,6 +6,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"kjoin.dev/kjoin/host"
 )
 
 // ResetStaticPods removes the join's static pod manifests (while the kubelet still runs, so
@@ -16,14 +18,14 @@ import (
 //	Writes: s.Reset.Report.RemovedFiles
 var ResetStaticPods = Phase{Name: "remove-static-pods", Short: "Remove the join's static pod manifests and wait for their ports", Run: runResetStaticPods}
 
-func runResetStaticPods(ctx context.Context, e *Env, s *State) error {
+func runResetStaticPods(ctx context.Context, e *host.Env, s *State) error {
 	r := s.Reset.Report
 	removed := 0
 	for _, t := range resetTargets(s) {
-		if path.Dir(path.Clean(t)) != ManifestsDir || !strings.HasSuffix(t, ".yaml") {
+		if path.Dir(path.Clean(t)) != host.ManifestsDir || !strings.HasSuffix(t, ".yaml") {
 			continue
 		}
-		hostPath, err := confined(e, t, []string{ManifestsDir})
+		hostPath, err := confined(e, t, []string{host.ManifestsDir})
 		if err != nil {
 			s.Warn(e, "remove-static-pods", "not removing %s: %v", t, err)
 			continue
@@ -43,7 +45,7 @@ func runResetStaticPods(ctx context.Context, e *Env, s *State) error {
 	return nil
 }
 
-func waitPortsFree(ctx context.Context, e *Env, ports []int, timeout time.Duration) {
+func waitPortsFree(ctx context.Context, e *host.Env, ports []int, timeout time.Duration) {
 	_ = e.Poll(ctx, 250*time.Millisecond, timeout, func(context.Context) (bool, error) {
 		for _, p := range ports {
 			if e.PortInUse(p) {

@@ -8,10 +8,12 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
 )
 
-func writeHost(t *testing.T, e *Env, hostPath, content string, mode os.FileMode) {
+func writeHost(t *testing.T, e *host.Env, hostPath, content string, mode os.FileMode) {
 	t.Helper()
 	p := e.Paths.Of(hostPath)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -163,7 +165,7 @@ func TestResetUndoesAWorkerJoinAndIsIdempotent(t *testing.T) {
 	if !rep.Changed || !rep.KubeletStopped || rep.Node != "w1" || rep.Role != "worker" {
 		t.Errorf("report %+v", rep)
 	}
-	for _, p := range []string{KubeletKubeconfig, CACertPath, KubeletConfigPath, KubeletFlagsPath, KubeletInstancePath, KubeletClientCurrent, JournalPath} {
+	for _, p := range []string{host.KubeletKubeconfig, host.CACertPath, host.KubeletConfigPath, host.KubeletFlagsPath, host.KubeletInstancePath, host.KubeletClientCurrent, JournalPath} {
 		if _, err := os.Lstat(h.env.Paths.Of(p)); err == nil {
 			t.Errorf("%s survived reset", p)
 		}
@@ -208,7 +210,7 @@ func TestResetMarksOrDeletesTheNode(t *testing.T) {
 		if _, err := Reset(context.Background(), h.env, ResetOptions{DeleteNode: true}, nil); operr.CodeOf(err) != operr.Usage || !strings.Contains(err.Error(), "needs admin credentials") {
 			t.Fatalf("without admin.conf: %v", err)
 		}
-		writeHost(t, h.env, AdminKubeconfig, "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: 'https://cp.example:6443'}\nusers:\n- name: u\n  user: {token: admin}\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\ncurrent-context: x\n", 0o600)
+		writeHost(t, h.env, host.AdminKubeconfig, "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: 'https://cp.example:6443'}\nusers:\n- name: u\n  user: {token: admin}\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\ncurrent-context: x\n", 0o600)
 		rep, err := Reset(context.Background(), h.env, ResetOptions{DeleteNode: true}, nil)
 		if err != nil || !rep.NodeDeleted {
 			t.Fatalf("%+v %v", rep, err)

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
 )
 
@@ -26,7 +27,7 @@ type Phase struct {
 	ReadOnly bool
 	// Skip returns a reason to skip the phase for this state ("" runs it).
 	Skip func(*State) string
-	Run  func(ctx context.Context, e *Env, s *State) error
+	Run  func(ctx context.Context, e *host.Env, s *State) error
 }
 
 // Join is the join workflow, in order. (ResetWorkflow undoes it.)
@@ -59,7 +60,7 @@ type RunOptions struct {
 
 // Run executes the workflow in order and returns the per-phase results. It stops at the
 // first error, wrapped with the phase name.
-func Run(ctx context.Context, e *Env, s *State, workflow []Phase, o RunOptions) ([]PhaseResult, error) {
+func Run(ctx context.Context, e *host.Env, s *State, workflow []Phase, o RunOptions) ([]PhaseResult, error) {
 	known := map[string]bool{}
 	for _, p := range workflow {
 		known[p.Name] = true

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
 )
 
@@ -36,7 +37,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 	for _, w := range s.PlannedWrites {
 		paths = append(paths, w.Path)
 	}
-	for _, want := range []string{KubeletKubeconfig, CACertPath, KubeletConfigPath, KubeletFlagsPath} {
+	for _, want := range []string{host.KubeletKubeconfig, host.CACertPath, host.KubeletConfigPath, host.KubeletFlagsPath} {
 		if !strings.Contains(strings.Join(paths, " "), want) {
 			t.Errorf("dry run does not list %s: %v", want, paths)
 		}
@@ -73,7 +74,7 @@ func TestRerunConvergesWithoutWriting(t *testing.T) {
 		t.Fatal(err)
 	}
 	mtimes := map[string]time.Time{}
-	for _, p := range []string{KubeletKubeconfig, CACertPath, KubeletConfigPath, KubeletFlagsPath, KubeletInstancePath} {
+	for _, p := range []string{host.KubeletKubeconfig, host.CACertPath, host.KubeletConfigPath, host.KubeletFlagsPath, host.KubeletInstancePath} {
 		st, _ := os.Stat(h.env.Paths.Of(p))
 		mtimes[p] = st.ModTime()
 	}
@@ -107,7 +108,7 @@ func TestRerunConvergesWithoutWriting(t *testing.T) {
 // A write that found the disk full fails the join with exit 3, naming the path and ENOSPC.
 func TestDiskFullIsExit3NamingThePath(t *testing.T) {
 	h := newTestHost(t)
-	full := Phase{Name: "full", Run: func(context.Context, *Env, *State) error {
+	full := Phase{Name: "full", Run: func(context.Context, *host.Env, *State) error {
 		return fmt.Errorf("write kubelet configuration: %w", &os.PathError{Op: "write", Path: "/var/lib/kubelet/.config.yaml.tmp-1", Err: syscall.ENOSPC})
 	}}
 	_, err := Run(context.Background(), h.env, &State{Opts: h.options(t)}, []Phase{full}, RunOptions{})

@@ -9,20 +9,21 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
 )
 
 // decoys are files a join or reset never made; each test plants them and checks they survive.
 type decoys map[string]string
 
-func plant(t *testing.T, e *Env, d decoys) {
+func plant(t *testing.T, e *host.Env, d decoys) {
 	t.Helper()
 	for p, content := range d {
 		writeHost(t, e, p, content, 0o600)
 	}
 }
 
-func (d decoys) assertIntact(t *testing.T, e *Env) {
+func (d decoys) assertIntact(t *testing.T, e *host.Env) {
 	t.Helper()
 	for p, content := range d {
 		if b, err := e.ReadFile(p); err != nil || string(b) != content {
@@ -60,7 +61,7 @@ func TestControlPlaneJoinRefusesANonEmptyEtcdDataDir(t *testing.T) {
 		t.Fatalf("got %v; want exit 3 naming DirAvailable--var-lib-etcd", err)
 	}
 	d.assertIntact(t, c.env)
-	for _, dir := range []string{KubernetesDir, KubeletDir} {
+	for _, dir := range []string{host.KubernetesDir, host.KubeletDir} {
 		if entries, _ := os.ReadDir(c.env.Paths.Of(dir)); len(entries) > 0 {
 			t.Errorf("the refused join wrote into %s: %v", dir, entries)
 		}
@@ -88,7 +89,7 @@ func TestControlPlaneJoinRefusesASystemEtcdDataDir(t *testing.T) {
 				t.Fatalf("got %v; want exit 3 naming the etcd data directory", err)
 			}
 			d.assertIntact(t, c.env)
-			if c.env.Exists(PKIDir) || len(c.etcd.added) != 0 {
+			if c.env.Exists(host.PKIDir) || len(c.etcd.added) != 0 {
 				t.Error("the refused join wrote certificates or added an etcd member")
 			}
 		})
@@ -189,8 +190,8 @@ func TestResetWithJournalRemovesOnlyTheJournalsFiles(t *testing.T) {
 func TestResetWithoutJournalRemovesKubeadmsFilesOnly(t *testing.T) {
 	t.Parallel()
 	h := newTestHost(t)
-	theirs := []string{KubeletKubeconfig, CACertPath, "/etc/kubernetes/manifests/kube-apiserver.yaml", "/etc/kubernetes/pki/apiserver.key",
-		KubeletConfigPath, "/var/lib/kubelet/pki/kubelet-client-2026-11-30-10-00-00.pem"}
+	theirs := []string{host.KubeletKubeconfig, host.CACertPath, "/etc/kubernetes/manifests/kube-apiserver.yaml", "/etc/kubernetes/pki/apiserver.key",
+		host.KubeletConfigPath, "/var/lib/kubelet/pki/kubelet-client-2026-11-30-10-00-00.pem"}
 	for _, f := range theirs {
 		writeHost(t, h.env, f, "kubeadm's", 0o600)
 	}
@@ -250,7 +251,7 @@ func TestResetFindsTheMemberWithoutAPeerURL(t *testing.T) {
 	if _, err := Run(context.Background(), c.env, &State{Opts: c.options(t)}, Join, RunOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	manifest, _ := c.env.ReadFile(path.Join(ManifestsDir, "etcd.yaml"))
+	manifest, _ := c.env.ReadFile(path.Join(host.ManifestsDir, "etcd.yaml"))
 	var kept []string
 	for _, l := range strings.Split(string(manifest), "\n") {
 		if !strings.Contains(l, "--initial-advertise-peer-urls=") {
@@ -258,13 +259,13 @@ func TestResetFindsTheMemberWithoutAPeerURL(t *testing.T) {
 		}
 	}
 	noPeer := strings.Join(kept, "\n")
-	writeHost(t, c.env, path.Join(ManifestsDir, "etcd.yaml"), strings.Replace(noPeer, "- --name=cp2", "- --name=", 1), 0o600)
+	writeHost(t, c.env, path.Join(host.ManifestsDir, "etcd.yaml"), strings.Replace(noPeer, "- --name=cp2", "- --name=", 1), 0o600)
 	writeHost(t, c.env, "/var/lib/etcd/member/snap/db", "data", 0o600)
 	_, err := Reset(context.Background(), c.env, ResetOptions{}, nil)
 	if operr.CodeOf(err) != operr.Preflight || !strings.Contains(err.Error(), "cannot be found") || !c.env.Exists("/var/lib/etcd/member/snap/db") {
 		t.Fatalf("a manifest naming no member: %v; want refused with the data kept", err)
 	}
-	writeHost(t, c.env, path.Join(ManifestsDir, "etcd.yaml"), noPeer, 0o600)
+	writeHost(t, c.env, path.Join(host.ManifestsDir, "etcd.yaml"), noPeer, 0o600)
 	rep, err := Reset(context.Background(), c.env, ResetOptions{}, nil)
 	if err != nil || rep.EtcdMemberRemoved == "" || c.etcd.member("https://10.0.0.12:2380") != nil {
 		t.Fatalf("member by name: %+v %v", rep, err)
@@ -310,7 +311,7 @@ func TestJoinRefusesAnUntrustedJournal(t *testing.T) {
 			if operr.CodeOf(err) != operr.Preflight || !strings.Contains(err.Error(), "not 0600") {
 				t.Fatalf("got %v", err)
 			}
-			for _, dir := range []string{KubernetesDir, KubeletDir} {
+			for _, dir := range []string{host.KubernetesDir, host.KubeletDir} {
 				if entries, _ := os.ReadDir(h.env.Paths.Of(dir)); len(entries) > 0 {
 					t.Errorf("the refused join wrote into %s: %v", dir, entries)
 				}
@@ -345,7 +346,7 @@ func TestWhatKjoinDeletes(t *testing.T) {
 	}
 	section := readme[start : start+end]
 	for _, f := range kubeadmFiles {
-		if strings.HasPrefix(f, PKIDir+"/") {
+		if strings.HasPrefix(f, host.PKIDir+"/") {
 			if !strings.Contains(section, "kubeadm's certificates and keys in\n  `pki/` and `pki/etcd/` by name") || !strings.HasSuffix(f, ".crt") && !strings.HasSuffix(f, ".key") && !strings.HasSuffix(f, ".pub") {
 				t.Errorf("kubeadm's %s is not a certificate or key the README names", f)
 			}
@@ -360,12 +361,12 @@ func TestWhatKjoinDeletes(t *testing.T) {
 		t.Error("the pending key or the kubelet rotation pattern differ from the README")
 	}
 	for _, d := range []string{"/", "/etc", "/usr", "/var", "/var/lib", "/home"} {
-		if !strings.Contains(section, "`"+d+"`") || checkEtcdDataDir(&Env{Paths: Paths{Root: t.TempDir()}}, d) == nil {
+		if !strings.Contains(section, "`"+d+"`") || checkEtcdDataDir(&host.Env{Paths: host.Paths{Root: t.TempDir()}}, d) == nil {
 			t.Errorf("system directory %s: not in the README or not refused", d)
 		}
 	}
-	for _, d := range []string{KubernetesDir, KubeletDir, path.Dir(JournalPath)} {
-		if !strings.Contains(section, "`"+d+"`") || checkEtcdDataDir(&Env{Paths: Paths{Root: t.TempDir()}}, d+"/etcd") == nil {
+	for _, d := range []string{host.KubernetesDir, host.KubeletDir, path.Dir(JournalPath)} {
+		if !strings.Contains(section, "`"+d+"`") || checkEtcdDataDir(&host.Env{Paths: host.Paths{Root: t.TempDir()}}, d+"/etcd") == nil {
 			t.Errorf("join directory %s: not in the README or a data directory inside it is not refused", d)
 		}
 	}
@@ -398,7 +399,7 @@ func TestResetOfAKubeadmNodeKjoinAdopted(t *testing.T) {
 	if _, err := Reset(context.Background(), h.env, ResetOptions{}, nil); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{KubeletKubeconfig, CACertPath, KubeletConfigPath, KubeletClientCurrent} {
+	for _, f := range []string{host.KubeletKubeconfig, host.CACertPath, host.KubeletConfigPath, host.KubeletClientCurrent} {
 		if h.env.Exists(f) {
 			t.Errorf("reset kept kubeadm's %s", f)
 		}

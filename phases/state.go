@@ -13,6 +13,7 @@ import (
 	"kjoin.dev/kjoin/clusterconfig"
 	"kjoin.dev/kjoin/cri"
 	"kjoin.dev/kjoin/discovery"
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/token"
 )
 
@@ -160,14 +161,14 @@ func (s *State) MarkChanged() { s.changes++ }
 func (s *State) Changed() bool { return s.changes > 0 }
 
 // Warn records a warning (printed and reported in JSON).
-func (s *State) Warn(e *Env, phase, format string, args ...any) {
+func (s *State) Warn(e *host.Env, phase, format string, args ...any) {
 	e.Logf(phase, "WARNING: "+format, args...)
 	s.Warnings = append(s.Warnings, "["+phase+"] "+sprintf(format, args...))
 }
 
 // WriteFile writes a host file atomically (recording it in the journal), or records it in a
 // dry run. A file that already has this content and mode is left alone, mtime included.
-func (s *State) WriteFile(e *Env, hostPath string, data []byte, mode os.FileMode) error {
+func (s *State) WriteFile(e *host.Env, hostPath string, data []byte, mode os.FileMode) error {
 	if s.Opts.DryRun {
 		s.PlannedWrites = append(s.PlannedWrites, PlannedWrite{Path: hostPath, Mode: mode})
 		return nil

@@ -27,6 +27,7 @@ import (
 
 	"kjoin.dev/kjoin/discovery"
 	"kjoin.dev/kjoin/discovery/discoverytest"
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/token"
 )
 
@@ -96,7 +97,7 @@ func (f *fakeRunner) Run(ctx context.Context, name string, args ...string) ([]by
 }
 
 type testHost struct {
-	env    *Env
+	env    *host.Env
 	client *fake.Clientset
 	runner *fakeRunner
 	server *discoverytest.Server
@@ -109,7 +110,7 @@ type testHost struct {
 func newTestHost(t *testing.T, objs ...runtime.Object) *testHost {
 	t.Helper()
 	root := t.TempDir()
-	for p, content := range map[string]string{ProcIPForward: "1\n", "/var/run/containerd/containerd.sock": ""} {
+	for p, content := range map[string]string{host.ProcIPForward: "1\n", "/var/run/containerd/containerd.sock": ""} {
 		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -143,8 +144,8 @@ func newTestHost(t *testing.T, objs ...runtime.Object) *testHost {
 		csr.Status.Certificate = cert
 		return nil
 	}
-	h.env = &Env{
-		Paths: Paths{Root: root}, Out: h.out, Clock: newAutoClock(), Exec: h.runner,
+	h.env = &host.Env{
+		Paths: host.Paths{Root: root}, Out: h.out, Clock: newAutoClock(), Exec: h.runner,
 		NewClient:       func(*rest.Config) (kubernetes.Interface, error) { return client, nil },
 		Hostname:        func() (string, error) { return "w1", nil },
 		Geteuid:         func() int { return 0 },
@@ -200,7 +201,7 @@ func TestJoinWorkerWritesKubeadmLayout(t *testing.T) {
 		t.Errorf("ran %d phases, want %d", len(results), len(Join))
 	}
 	modes := map[string]os.FileMode{
-		CACertPath: 0o644, KubeletKubeconfig: 0o600, KubeletConfigPath: 0o644, KubeletInstancePath: 0o644, KubeletFlagsPath: 0o644,
+		host.CACertPath: 0o644, host.KubeletKubeconfig: 0o600, host.KubeletConfigPath: 0o644, host.KubeletInstancePath: 0o644, host.KubeletFlagsPath: 0o644,
 	}
 	for p, mode := range modes {
 		st, err := os.Stat(h.env.Paths.Of(p))
@@ -208,7 +209,7 @@ func TestJoinWorkerWritesKubeadmLayout(t *testing.T) {
 			t.Errorf("%s: %v, mode %v, want %v", p, err, st.Mode().Perm(), mode)
 		}
 	}
-	target, err := os.Readlink(h.env.Paths.Of(KubeletClientCurrent))
+	target, err := os.Readlink(h.env.Paths.Of(host.KubeletClientCurrent))
 	if err != nil || !strings.HasPrefix(target, "/var/lib/kubelet/pki/kubelet-client-") || target != s.ClientCertPath {
 		t.Errorf("current.pem -> %q (%v), client cert %q", target, err, s.ClientCertPath)
 	}
@@ -220,11 +221,11 @@ func TestJoinWorkerWritesKubeadmLayout(t *testing.T) {
 		t.Errorf("client pem lacks cert or key:\n%s", pemData)
 	}
 	for _, f := range []struct{ golden, path string }{
-		{"config.yaml.golden", KubeletConfigPath}, {"instance-config.yaml.golden", KubeletInstancePath},
-		{"kubeadm-flags.env.golden", KubeletFlagsPath}, {"kubelet.conf.golden", KubeletKubeconfig},
+		{"config.yaml.golden", host.KubeletConfigPath}, {"instance-config.yaml.golden", host.KubeletInstancePath},
+		{"kubeadm-flags.env.golden", host.KubeletFlagsPath}, {"kubelet.conf.golden", host.KubeletKubeconfig},
 	} {
 		b, _ := os.ReadFile(h.env.Paths.Of(f.path))
-		if f.path == KubeletKubeconfig {
+		if f.path == host.KubeletKubeconfig {
 			b = bytes.ReplaceAll(b, []byte(strings.TrimSpace(b64(h.server.CAPEM))), []byte("CA-DATA"))
 		}
 		golden(t, f.golden, b)
@@ -246,7 +247,7 @@ func TestJoinWorkerWritesKubeadmLayout(t *testing.T) {
 
 func assertNothingWritten(t *testing.T, h *testHost) {
 	t.Helper()
-	for _, dir := range []string{KubernetesDir, KubeletDir, "/var/lib/kjoin"} {
+	for _, dir := range []string{host.KubernetesDir, host.KubeletDir, "/var/lib/kjoin"} {
 		if entries, err := os.ReadDir(h.env.Paths.Of(dir)); err == nil && len(entries) > 0 {
 			t.Errorf("%s was written: %v", dir, entries)
 		}

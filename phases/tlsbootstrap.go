@@ -17,6 +17,7 @@ import (
 
 	"kjoin.dev/kjoin/atomicfile"
 	"kjoin.dev/kjoin/discovery"
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/pki"
 	"kjoin.dev/kjoin/tlsbootstrap"
@@ -30,12 +31,12 @@ import (
 //	Writes: s.NodeKey, s.CSRName, s.ClientCertPath; host files listed above
 var TLSBootstrap = Phase{Name: "tls-bootstrap", Short: "Request and install the kubelet client certificate", Needs: []string{"discovery"}, Run: runTLSBootstrap}
 
-func runTLSBootstrap(ctx context.Context, e *Env, s *State) error {
+func runTLSBootstrap(ctx context.Context, e *host.Env, s *State) error {
 	name := s.Opts.NodeName
 	server := s.Discovery.Server
 	if s.Opts.ControlPlane {
 		// As kubeadm: a control plane's kubelet talks to its own API server.
-		server = "https://" + joinHostPort(s.Opts.AdvertiseAddress, s.Opts.BindPort)
+		server = "https://" + host.JoinHostPort(s.Opts.AdvertiseAddress, s.Opts.BindPort)
 	}
 	if s.Own {
 		if p, ok := validIdentity(e, s); ok {
@@ -49,8 +50,8 @@ func runTLSBootstrap(ctx context.Context, e *Env, s *State) error {
 	if s.Opts.DryRun {
 		s.PlannedAPI = append(s.PlannedAPI, fmt.Sprintf("create CertificateSigningRequest (signer %s, CN system:node:%s) and wait for it to be issued", "kubernetes.io/kube-apiserver-client-kubelet", name))
 		ts := e.Clock.Now().Format("2006-01-02-15-04-05")
-		s.PlannedWrites = append(s.PlannedWrites, PlannedWrite{CACertPath, 0o644}, PlannedWrite{path.Join(KubeletPKIDir, "kubelet-client-"+ts+".pem"), 0o600},
-			PlannedWrite{KubeletClientCurrent, 0o777}, PlannedWrite{KubeletKubeconfig, 0o600})
+		s.PlannedWrites = append(s.PlannedWrites, PlannedWrite{host.CACertPath, 0o644}, PlannedWrite{path.Join(host.KubeletPKIDir, "kubelet-client-"+ts+".pem"), 0o600},
+			PlannedWrite{host.KubeletClientCurrent, 0o777}, PlannedWrite{host.KubeletKubeconfig, 0o600})
 		return nil
 	}
 	req := tlsbootstrap.Request{
@@ -113,7 +114,7 @@ func runTLSBootstrap(ctx context.Context, e *Env, s *State) error {
 
 // resumableCSR returns the journal's CSR (and sets req.Key to its kept key) when that CSR can
 // still be issued to this node: it exists and asks for the kept key. Otherwise it forgets it.
-func resumableCSR(ctx context.Context, e *Env, s *State, req *tlsbootstrap.Request) string {
+func resumableCSR(ctx context.Context, e *host.Env, s *State, req *tlsbootstrap.Request) string {
 	j := s.Journal
 	if j == nil || j.CSR == "" || j.PendingKey == "" {
 		return ""
@@ -149,7 +150,7 @@ func resumableCSR(ctx context.Context, e *Env, s *State, req *tlsbootstrap.Reque
 
 // forgetCSR drops the resume state of a CSR that can never be issued to this node, so no
 // later run resumes it: the journal entry and the kept key.
-func forgetCSR(e *Env, s *State) {
+func forgetCSR(e *host.Env, s *State) {
 	j := s.Journal
 	if j == nil {
 		return
@@ -174,8 +175,8 @@ const pendingKeyPath = "/var/lib/kubelet/pki/kjoin-pending-client.key"
 
 // validIdentity reports whether the kubelet's current client certificate is this node's,
 // issued by the cluster CA and valid for at least another hour.
-func validIdentity(e *Env, s *State) (string, bool) {
-	target, err := os.Readlink(e.Paths.Of(KubeletClientCurrent))
+func validIdentity(e *host.Env, s *State) (string, bool) {
+	target, err := os.Readlink(e.Paths.Of(host.KubeletClientCurrent))
 	if err != nil {
 		return "", false
 	}
@@ -203,7 +204,7 @@ func validIdentity(e *Env, s *State) (string, bool) {
 
 // refuseReadyNode applies kubeadm's rule: never take over the name of a Ready Node.
 // Passing API errors (throttling, timeouts, a restarting API server) are retried.
-func refuseReadyNode(ctx context.Context, e *Env, s *State, name string) error {
+func refuseReadyNode(ctx context.Context, e *host.Env, s *State, name string) error {
 	var node *corev1.Node
 	err := tlsbootstrap.Retry(ctx, e.Clock, e.Clock.Now().Add(s.Opts.Timeouts.TLSBootstrap),
 		func(f string, a ...any) { e.Debugf("tls-bootstrap", f, a...) }, fmt.Sprintf("look up node %q", name),
@@ -235,42 +236,42 @@ func refuseReadyNode(ctx context.Context, e *Env, s *State, name string) error {
 }
 
 // installKubeletIdentity writes the kubelet's client certificate layout and kubelet.conf.
-func installKubeletIdentity(e *Env, s *State, server string, certPEM []byte) error {
+func installKubeletIdentity(e *host.Env, s *State, server string, certPEM []byte) error {
 	keyPEM, err := pki.EncodeKey(s.NodeKey)
 	if err != nil {
 		return err
 	}
-	pemPath := path.Join(KubeletPKIDir, "kubelet-client-"+e.Clock.Now().Format("2006-01-02-15-04-05")+".pem")
+	pemPath := path.Join(host.KubeletPKIDir, "kubelet-client-"+e.Clock.Now().Format("2006-01-02-15-04-05")+".pem")
 	if err := s.WriteFile(e, pemPath, append(append(append([]byte{}, certPEM...), '\n'), keyPEM...), 0o600); err != nil {
 		return err
 	}
-	if err := atomicfile.Symlink(pemPath, e.Paths.Of(KubeletClientCurrent)); err != nil {
+	if err := atomicfile.Symlink(pemPath, e.Paths.Of(host.KubeletClientCurrent)); err != nil {
 		return err
 	}
 	if s.Journal != nil {
-		s.Journal.Wrote(KubeletClientCurrent)
+		s.Journal.Wrote(host.KubeletClientCurrent)
 	}
 	s.ClientCertPath = pemPath
 	if err := writeKubeletKubeconfig(e, s, server); err != nil {
 		return err
 	}
-	e.Logf("tls-bootstrap", "wrote %s and %s", pemPath, KubeletKubeconfig)
+	e.Logf("tls-bootstrap", "wrote %s and %s", pemPath, host.KubeletKubeconfig)
 	return nil
 }
 
 // writeKubeletKubeconfig writes kubelet.conf pointing at the rotating -current.pem, and the CA.
-func writeKubeletKubeconfig(e *Env, s *State, server string) error {
-	if err := s.WriteFile(e, CACertPath, s.Discovery.CAData, 0o644); err != nil {
+func writeKubeletKubeconfig(e *host.Env, s *State, server string) error {
+	if err := s.WriteFile(e, host.CACertPath, s.Discovery.CAData, 0o644); err != nil {
 		return err
 	}
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["default-cluster"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: s.Discovery.CAData}
-	kc.AuthInfos["default-auth"] = &clientcmdapi.AuthInfo{ClientCertificate: KubeletClientCurrent, ClientKey: KubeletClientCurrent}
+	kc.AuthInfos["default-auth"] = &clientcmdapi.AuthInfo{ClientCertificate: host.KubeletClientCurrent, ClientKey: host.KubeletClientCurrent}
 	kc.Contexts["default-context"] = &clientcmdapi.Context{Cluster: "default-cluster", AuthInfo: "default-auth", Namespace: "default"}
 	kc.CurrentContext = "default-context"
 	b, err := clientcmd.Write(*kc)
 	if err != nil {
 		return err
 	}
-	return s.WriteFile(e, KubeletKubeconfig, b, 0o600)
+	return s.WriteFile(e, host.KubeletKubeconfig, b, 0o600)
 }

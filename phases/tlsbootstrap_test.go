@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/pki"
 	"kjoin.dev/kjoin/tlsbootstrap"
@@ -99,7 +100,7 @@ func TestIssuedCertificateIsVerified(t *testing.T) {
 			if operr.CodeOf(err) != operr.Trust || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want a trust error naming %q", err, tc.want)
 			}
-			if h.env.Exists(KubeletKubeconfig) || h.env.Exists(KubeletClientCurrent) || h.env.Exists(pendingKeyPath) {
+			if h.env.Exists(host.KubeletKubeconfig) || h.env.Exists(host.KubeletClientCurrent) || h.env.Exists(pendingKeyPath) {
 				t.Error("a refused certificate left kubelet.conf, the client certificate or the pending key behind")
 			}
 			j, _ := LoadJournal(h.env)
@@ -148,7 +149,7 @@ func TestResumedCSRMustMatchKeptKey(t *testing.T) {
 	h := newTestHost(t, old)
 	kept, _ := pki.NewECKey()
 	keyPEM, _ := pki.EncodeKey(kept)
-	if err := os.MkdirAll(h.env.Paths.Of(KubeletPKIDir), 0o700); err != nil {
+	if err := os.MkdirAll(h.env.Paths.Of(host.KubeletPKIDir), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(h.env.Paths.Of(pendingKeyPath), keyPEM, 0o600); err != nil {

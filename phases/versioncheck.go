@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"kjoin.dev/kjoin/cri"
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/versions"
 )
@@ -22,7 +23,7 @@ import (
 var VersionCheck = Phase{ReadOnly: true, Name: "version-check", Short: "Check the cluster's and the kubelet's versions (support window, skew)",
 	Needs: []string{"discovery"}, Run: runVersionCheck}
 
-func runVersionCheck(ctx context.Context, e *Env, s *State) error {
+func runVersionCheck(ctx context.Context, e *host.Env, s *State) error {
 	if s.BootstrapClient == nil {
 		return operr.New(operr.Usage, "version-check needs the discovery phase", "run the whole join, or kjoin join phase discovery first")
 	}
@@ -52,7 +53,7 @@ func runVersionCheck(ctx context.Context, e *Env, s *State) error {
 
 // checkRuntime asks the runtime what it is (kubeadm's ContainerRuntimeVersion check, plus its
 // image-pull check's sandbox image comparison) and records the answer in s.Runtime.
-func checkRuntime(ctx context.Context, e *Env, s *State) (string, error) {
+func checkRuntime(ctx context.Context, e *host.Env, s *State) (string, error) {
 	if e.DescribeRuntime == nil {
 		return "", nil
 	}
@@ -91,7 +92,7 @@ func checkRuntime(ctx context.Context, e *Env, s *State) (string, error) {
 }
 
 // kubeletVersion asks the local kubelet binary for its version ("Kubernetes v1.37.2").
-func kubeletVersion(ctx context.Context, e *Env) (string, error) {
+func kubeletVersion(ctx context.Context, e *host.Env) (string, error) {
 	out, err := e.Exec.Run(ctx, "kubelet", "--version")
 	if err != nil {
 		return "", err

@@ -10,6 +10,7 @@ import (
 	fakediscovery "k8s.io/client-go/discovery/fake"
 
 	"kjoin.dev/kjoin/cri"
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
 )
 
@@ -55,7 +56,7 @@ func TestVersionPolicy(t *testing.T) {
 					t.Errorf("%v does not say %q", err, w)
 				}
 			}
-			for _, dir := range []string{KubernetesDir, KubeletDir, "/var/lib/kjoin"} {
+			for _, dir := range []string{host.KubernetesDir, host.KubeletDir, "/var/lib/kjoin"} {
 				if h.env.Exists(dir) {
 					t.Errorf("the refused join wrote %s", dir)
 				}
@@ -133,13 +134,13 @@ func TestRuntimeCheck(t *testing.T) {
 	if operr.CodeOf(err) != operr.Preflight || !strings.Contains(err.Error(), "[ERROR ContainerRuntimeVersion]") || !strings.Contains(err.Error(), "connection refused") {
 		t.Errorf("got %v", err)
 	}
-	if h.env.Exists(KubernetesDir) {
-		t.Errorf("the refused join wrote %s", KubernetesDir)
+	if h.env.Exists(host.KubernetesDir) {
+		t.Errorf("the refused join wrote %s", host.KubernetesDir)
 	}
 	// A kubelet that requires RuntimeConfig makes its absence an error.
 	err = nil
 	s := &State{ClusterVersion: "v1.38.0", KubeletVersion: "v1.38.0", Opts: Options{CRISocket: "unix:///run/containerd/containerd.sock"}}
-	e := &Env{DescribeRuntime: func(context.Context, string) (cri.Info, error) {
+	e := &host.Env{DescribeRuntime: func(context.Context, string) (cri.Info, error) {
 		return cri.Info{Name: "containerd", Version: "1.6.20"}, nil
 	}}
 	if _, err = checkRuntime(context.Background(), e, s); err == nil || !strings.Contains(err.Error(), "RuntimeConfig") {

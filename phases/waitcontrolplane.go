@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"kjoin.dev/kjoin/discovery"
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
 )
 
@@ -27,7 +28,7 @@ var WaitControlPlane = Phase{ReadOnly: true, Name: "wait-control-plane", Short: 
 	return ""
 }, Run: runWaitControlPlane}
 
-func runWaitControlPlane(ctx context.Context, e *Env, s *State) error {
+func runWaitControlPlane(ctx context.Context, e *host.Env, s *State) error {
 	verified := e.HTTPClient(discovery.Pool(mustCerts(s.Discovery.CAData)))
 	// The controller-manager and scheduler serve self-signed certificates on localhost.
 	local := e.HTTPClient(nil)
@@ -36,7 +37,7 @@ func runWaitControlPlane(ctx context.Context, e *Env, s *State) error {
 		url    string
 		client *http.Client
 	}{
-		{"kube-apiserver", fmt.Sprintf("https://%s/livez", joinHostPort(s.Opts.AdvertiseAddress, s.Opts.BindPort)), verified},
+		{"kube-apiserver", fmt.Sprintf("https://%s/livez", host.JoinHostPort(s.Opts.AdvertiseAddress, s.Opts.BindPort)), verified},
 		{"kube-controller-manager", "https://127.0.0.1:10257/healthz", local},
 		{"kube-scheduler", "https://127.0.0.1:10259/livez", local},
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
 )
 
@@ -37,14 +38,14 @@ var WaitReady = Phase{ReadOnly: true,
 	Run: runWaitReady,
 }
 
-func runWaitReady(ctx context.Context, e *Env, s *State) error {
+func runWaitReady(ctx context.Context, e *host.Env, s *State) error {
 	if s.Opts.WaitKubeletOnly {
 		return waitKubeletHealthy(ctx, e, s)
 	}
 	if s.NodeClient == nil {
 		client, err := e.NewClient(&rest.Config{
 			Host:            s.Discovery.Server,
-			TLSClientConfig: rest.TLSClientConfig{CAData: s.Discovery.CAData, CertFile: e.Paths.Of(KubeletClientCurrent), KeyFile: e.Paths.Of(KubeletClientCurrent)},
+			TLSClientConfig: rest.TLSClientConfig{CAData: s.Discovery.CAData, CertFile: e.Paths.Of(host.KubeletClientCurrent), KeyFile: e.Paths.Of(host.KubeletClientCurrent)},
 			Timeout:         10 * time.Second,
 			UserAgent:       "kjoin",
 		})
@@ -108,9 +109,9 @@ func runWaitReady(ctx context.Context, e *Env, s *State) error {
 
 // waitKubeletHealthy is --wait=kubelet, what kubeadm's kubelet-start waits for: the kubelet
 // answers its /healthz (port from its config.yaml) and holds its client certificate.
-func waitKubeletHealthy(ctx context.Context, e *Env, s *State) error {
+func waitKubeletHealthy(ctx context.Context, e *host.Env, s *State) error {
 	port := int32(10248)
-	if b, err := e.ReadFile(KubeletConfigPath); err == nil {
+	if b, err := e.ReadFile(host.KubeletConfigPath); err == nil {
 		var kc struct {
 			HealthzPort *int32 `json:"healthzPort"`
 		}
@@ -121,7 +122,7 @@ func waitKubeletHealthy(ctx context.Context, e *Env, s *State) error {
 	url := fmt.Sprintf("http://127.0.0.1:%d/healthz", port)
 	client := e.HTTPClient(nil)
 	err := e.Poll(ctx, 100*time.Millisecond, s.Opts.Timeouts.KubeletHealth, func(ctx context.Context) (bool, error) {
-		if !e.Exists(KubeletClientCurrent) {
+		if !e.Exists(host.KubeletClientCurrent) {
 			return false, nil
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -145,7 +146,7 @@ func waitKubeletHealthy(ctx context.Context, e *Env, s *State) error {
 
 // reportLease looks once for the node's Lease: found, or pending (the kubelet creates it
 // within about 10 s of its start; kjoin verify proves it renews).
-func reportLease(ctx context.Context, e *Env, s *State) {
+func reportLease(ctx context.Context, e *host.Env, s *State) {
 	l, err := s.NodeClient.CoordinationV1().Leases("kube-node-lease").Get(ctx, s.Opts.NodeName, metav1.GetOptions{})
 	if err == nil && l.Spec.RenewTime != nil {
 		s.LeaseFound = true

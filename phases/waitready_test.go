@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
 )
 
@@ -95,8 +96,8 @@ func TestWaitKubeletOnlyWaitsForHealthz(t *testing.T) {
 	defer srv.Close()
 	port := srv.Listener.Addr().(*net.TCPAddr).Port
 	h.env.HTTPClient = func(*x509.CertPool) *http.Client { return srv.Client() }
-	writeHostFile(t, h.root, KubeletConfigPath, fmt.Sprintf("kind: KubeletConfiguration\nhealthzPort: %d\n", port))
-	writeHostFile(t, h.root, KubeletClientCurrent, "cert")
+	writeHostFile(t, h.root, host.KubeletConfigPath, fmt.Sprintf("kind: KubeletConfiguration\nhealthzPort: %d\n", port))
+	writeHostFile(t, h.root, host.KubeletClientCurrent, "cert")
 	o := h.options(t)
 	o.WaitKubeletOnly = true
 	s := &State{Opts: o, NodeClient: h.client, Started: h.env.Clock.Now()}

@@ -3,12 +3,13 @@ package app
 import (
 	"fmt"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
-	"kjoin.dev/kjoin/phases"
 )
 
 // AdminOptions are shared by the commands that talk to the cluster as admin.
@@ -19,7 +20,7 @@ type AdminOptions struct {
 }
 
 func bindAdminFlags(cmd *cobra.Command, o *AdminOptions, outputs string) {
-	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", phases.AdminKubeconfig, "admin kubeconfig")
+	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", host.AdminKubeconfig, "admin kubeconfig")
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "text", "output format: "+outputs)
 	cmd.Flags().StringVar(&o.Root, "root", "/", "host root directory (for tests)")
 	_ = cmd.Flags().MarkHidden("root")
@@ -30,6 +31,8 @@ type adminClient struct {
 	client kubernetes.Interface
 	server string
 	caData []byte
+	// clock is the host's (a fake one in tests): token expiry and upload times come from it.
+	clock clock.PassiveClock
 }
 
 // newAdminClient loads the admin kubeconfig through the host environment; missing or
@@ -39,7 +42,8 @@ func newAdminClient(deps *Deps, o *AdminOptions) (*adminClient, error) {
 	if err != nil {
 		return nil, operr.Wrap(operr.Usage, err, "cannot read the admin kubeconfig "+o.Kubeconfig, "run on a control plane, or pass --kubeconfig")
 	}
-	return &adminClient{client: c, server: cfg.Host, caData: cfg.TLSClientConfig.CAData}, nil
+	env := deps.NewEnv(o.Root, 0)
+	return &adminClient{client: c, server: cfg.Host, caData: cfg.TLSClientConfig.CAData, clock: env.Clock}, nil
 }
 
 // apiError explains an API failure; forbidden names the verb and resource.

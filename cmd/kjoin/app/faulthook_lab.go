@@ -15,7 +15,7 @@ import (
 //
 //   - KJOIN_FAULT_KILL_AFTER=<phase>: the process kills itself like kill -9 after that phase.
 //   - KJOIN_FAULT_PAUSE_AT=<point> with KJOIN_FAULT_MARK=<file>: at that point inside a phase
-//     (phases.Env.At) the process writes its pid to the file and waits until the file is
+//     (host.Env.At) the process writes its pid to the file and waits until the file is
 //     removed, so a test can observe the join there and kill it, or disturb the cluster and
 //     let it go on.
 func faultHook(getenv func(string) string) (afterPhase, at func(string)) {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/phases"
 )
 
@@ -19,7 +20,7 @@ func testDeps(stdin string, env map[string]string) (*Deps, *bytes.Buffer, *bytes
 	d := &Deps{
 		Streams: Streams{In: strings.NewReader(stdin), Out: out, Err: errb},
 		Getenv:  func(k string) string { return env[k] },
-		NewEnv: func(root string, v int) *phases.Env {
+		NewEnv: func(root string, v int) *host.Env {
 			e := HostEnv(root, v, errb)
 			e.Geteuid = func() int { return 0 }
 			e.Hostname = func() (string, error) { return "w1", nil }

@@ -25,9 +25,9 @@ import (
 
 	"kjoin.dev/kjoin/cri"
 	"kjoin.dev/kjoin/etcd"
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/joinconfig"
 	"kjoin.dev/kjoin/operr"
-	"kjoin.dev/kjoin/phases"
 )
 
 // Streams are the process's standard streams.
@@ -42,7 +42,7 @@ type Deps struct {
 	// Getenv reads environment variables (KJOIN_TOKEN).
 	Getenv func(string) string
 	// NewEnv builds the phases' environment for a host root.
-	NewEnv func(root string, verbosity int) *phases.Env
+	NewEnv func(root string, verbosity int) *host.Env
 	// InIsTerminal reports whether In is a terminal (reset then asks for confirmation).
 	InIsTerminal func() bool
 }
@@ -54,7 +54,7 @@ func Main() int {
 	deps := &Deps{
 		Streams:      Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr},
 		Getenv:       takeSecretEnv(),
-		NewEnv:       func(root string, v int) *phases.Env { return HostEnv(root, v, os.Stderr) },
+		NewEnv:       func(root string, v int) *host.Env { return HostEnv(root, v, os.Stderr) },
 		InIsTerminal: func() bool { return term.IsTerminal(int(os.Stdin.Fd())) },
 	}
 	return Run(ctx, deps, os.Args[1:])
@@ -158,13 +158,13 @@ func runVersion(deps *Deps, o *VersionOptions) error {
 }
 
 // HostEnv is the real environment: the host's files under root, systemctl, real clients.
-func HostEnv(root string, verbosity int, progress io.Writer) *phases.Env {
-	return &phases.Env{
-		Paths:     phases.Paths{Root: root},
+func HostEnv(root string, verbosity int, progress io.Writer) *host.Env {
+	return &host.Env{
+		Paths:     host.Paths{Root: root},
 		Out:       progress,
 		Verbosity: verbosity,
 		Clock:     clock.RealClock{},
-		Exec:      phases.ExecRunner{},
+		Exec:      host.ExecRunner{},
 		NewClient: func(c *rest.Config) (kubernetes.Interface, error) {
 			if c.QPS == 0 {
 				c.QPS, c.Burst = 50, 100
@@ -181,7 +181,7 @@ func HostEnv(root string, verbosity int, progress io.Writer) *phases.Env {
 		},
 		Hostname:  os.Hostname,
 		Geteuid:   os.Geteuid,
-		Processes: phases.ProcProcesses,
+		Processes: host.ProcProcesses,
 		Signal:    syscall.Kill,
 		PortInUse: func(port int) bool {
 			l, err := net.Listen("tcp", fmt.Sprintf(":%d", port))

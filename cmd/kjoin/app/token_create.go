@@ -8,13 +8,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	cc "kjoin.dev/kjoin/clusterconfig"
-
-	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
+
 	"kjoin.dev/kjoin/certs"
+	cc "kjoin.dev/kjoin/clusterconfig"
 	"kjoin.dev/kjoin/discovery"
 	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/token"
@@ -128,7 +128,7 @@ func runTokenCreate(ctx context.Context, deps *Deps, o *TokenCreateOptions) erro
 	if err != nil {
 		return err
 	}
-	now := time.Now()
+	now := ac.clock.Now()
 	// Everything the answer needs is gathered before the token exists, so a failure leaves
 	// no token behind: the endpoint and pins, and for --control-plane the uploaded certificates.
 	var ji *JoinInfo

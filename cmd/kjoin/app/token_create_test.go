@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"kjoin.dev/kjoin/phases"
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/pki"
 )
 
@@ -36,7 +36,7 @@ func adminHost(t *testing.T) (*Deps, *fake.Clientset, string) {
 	kc.Contexts["c"] = &clientcmdapi.Context{Cluster: "k", AuthInfo: "a"}
 	kc.CurrentContext = "c"
 	b, _ := clientcmd.Write(*kc)
-	p := filepath.Join(root, phases.AdminKubeconfig)
+	p := filepath.Join(root, host.AdminKubeconfig)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func adminHost(t *testing.T) (*Deps, *fake.Clientset, string) {
 		Data: map[string]string{"ClusterConfiguration": string(cfg)}})
 	deps, _, _ := testDeps("", nil)
 	newEnv := deps.NewEnv
-	deps.NewEnv = func(r string, v int) *phases.Env {
+	deps.NewEnv = func(r string, v int) *host.Env {
 		e := newEnv(r, v)
 		e.NewClient = func(*rest.Config) (kubernetes.Interface, error) { return client, nil }
 		return e

@@ -9,9 +9,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
 	"kjoin.dev/kjoin/certs"
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
-	"kjoin.dev/kjoin/phases"
 )
 
 // UploadCertsOptions are the flags of kjoin upload-certs.
@@ -49,7 +50,7 @@ func runUploadCerts(ctx context.Context, deps *Deps, o *UploadCertsOptions) erro
 	if err != nil {
 		return err
 	}
-	exp, err := uploadCerts(ctx, ac, &o.AdminOptions, key, time.Now())
+	exp, err := uploadCerts(ctx, ac, &o.AdminOptions, key, ac.clock.Now())
 	if err != nil {
 		return err
 	}
@@ -66,12 +67,12 @@ func uploadCerts(ctx context.Context, ac *adminClient, o *AdminOptions, key stri
 	if err != nil {
 		return time.Time{}, err
 	}
-	pkiDir := phases.PKIDir
+	pkiDir := host.PKIDir
 	ext := certs.ExternalOf(cfg)
 	if cfg != nil {
 		pkiDir = cfg.CertificatesDir
 	}
-	paths := phases.Paths{Root: o.Root}
+	paths := host.Paths{Root: o.Root}
 	read := func(p string) ([]byte, error) {
 		if !path.IsAbs(p) {
 			p = path.Join(pkiDir, p)

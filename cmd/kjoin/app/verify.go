@@ -13,8 +13,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"kjoin.dev/kjoin/etcd"
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
-	"kjoin.dev/kjoin/phases"
 	"kjoin.dev/kjoin/verify"
 )
 
@@ -75,7 +75,7 @@ func runVerify(ctx context.Context, deps *Deps, o *VerifyOptions) error {
 	if cas, err := x509CertPool(cfg); err == nil {
 		opts.CA = cas
 	}
-	if tlsCfg, err := phases.EtcdClientTLS(env, phases.PKIDir); err == nil {
+	if tlsCfg, err := host.EtcdClientTLS(env, host.PKIDir); err == nil {
 		opts.Etcd = func(eps []string) (etcd.Conn, error) { return env.DialEtcd(eps, tlsCfg) }
 	}
 	rep, err := verify.Run(ctx, opts)
@@ -117,14 +117,14 @@ func reportOutcome(deps *Deps, output string, jsonObj any, checks []verify.Check
 
 // verifyClient picks the credentials: --kubeconfig, admin.conf, else the node's kubelet.conf
 // (then only this node is verified).
-func verifyClient(env *phases.Env, o *VerifyOptions) (kubernetes.Interface, *rest.Config, []string, error) {
+func verifyClient(env *host.Env, o *VerifyOptions) (kubernetes.Interface, *rest.Config, []string, error) {
 	path, nodes := o.Kubeconfig, o.Nodes
 	if path == "" {
-		path = phases.AdminKubeconfig
-		if !env.Exists(path) && env.Exists(phases.KubeletKubeconfig) {
-			path = phases.KubeletKubeconfig
+		path = host.AdminKubeconfig
+		if !env.Exists(path) && env.Exists(host.KubeletKubeconfig) {
+			path = host.KubeletKubeconfig
 			if len(nodes) == 0 {
-				if name := phases.NodeNameFromCert(env); name != "" {
+				if name := host.NodeNameFromCert(env); name != "" {
 					nodes = []string{name}
 				}
 			}

@@ -1,4 +1,8 @@
-package phases
+// Package host is kjoin's view of the machine it runs on: every host path under one injected
+// root, the command runner, the processes, the clock, clients built from the node's
+// kubeconfigs and the progress output. The join and reset phases, diagnose, verify and the
+// commands all reach the machine through it; it knows nothing of any workflow.
+package host
 
 import (
 	"context"
@@ -6,9 +10,11 @@ import (
 	"crypto/x509"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,6 +29,7 @@ import (
 
 	"kjoin.dev/kjoin/cri"
 	"kjoin.dev/kjoin/etcd"
+	"kjoin.dev/kjoin/pki"
 )
 
 // Host paths as the node's programs see them. Every file access goes through Paths.Of, which
@@ -216,3 +223,35 @@ func (e *Env) Exists(hostPath string) bool {
 	_, err := os.Lstat(e.Paths.Of(hostPath))
 	return err == nil
 }
+
+// NodeNameFromCert is the node name in the kubelet's current client certificate ("" if none).
+func NodeNameFromCert(e *Env) string {
+	b, err := e.ReadFile(KubeletClientCurrent)
+	if err != nil {
+		return ""
+	}
+	c, err := pki.ParseCert(b)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimPrefix(c.Subject.CommonName, "system:node:")
+}
+
+// EtcdClientTLS is the etcd client TLS of this node: etcd CA and healthcheck-client certificate.
+func EtcdClientTLS(e *Env, certificatesDir string) (*tls.Config, error) {
+	dir := path.Join(certificatesDir, "etcd")
+	ca, err := e.ReadFile(path.Join(dir, "ca.crt"))
+	if err != nil {
+		return nil, err
+	}
+	pair, err := tls.LoadX509KeyPair(e.Paths.Of(path.Join(dir, "healthcheck-client.crt")), e.Paths.Of(path.Join(dir, "healthcheck-client.key")))
+	if err != nil {
+		return nil, fmt.Errorf("load etcd client certificate: %w", err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}}, nil
+}
+
+// JoinHostPort is net.JoinHostPort for an int port ("[fd77::11]:6443" for IPv6).
+func JoinHostPort(h string, port int) string { return net.JoinHostPort(h, strconv.Itoa(port)) }
