@@ -68,7 +68,7 @@ func (g *diagnosis) kubeletChecks(ctx context.Context) {
 	if p, ok := g.kubeletCfg["healthzPort"].(float64); ok && p > 0 {
 		port = int(p)
 	}
-	url := fmt.Sprintf("http://%s/healthz", hostPort(addr, port))
+	url := fmt.Sprintf("http://%s/healthz", host.JoinHostPort(addr, port))
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(cctx, http.MethodGet, url, nil)

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -24,7 +23,6 @@ import (
 // nodeMonitorGrace is the node-lifecycle controller's default grace period.
 const nodeMonitorGrace = 40 * time.Second
 
-func hostPort(h string, p int) string { return net.JoinHostPort(h, strconv.Itoa(p)) }
 
 // connectivityChecks follow the kubelet's path to the API server named in kubelet.conf. It
 // reports whether an authenticated request succeeded.

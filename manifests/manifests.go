@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	cc "kjoin.dev/kjoin/clusterconfig"
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/versions"
 )
 
@@ -122,11 +123,11 @@ func apiserver(c *cc.ClusterConfiguration, n Node) *corev1.Pod {
 			cc.Arg{Name: "etcd-cafile", Value: path.Join(pki, "etcd", "ca.crt")},
 			cc.Arg{Name: "etcd-certfile", Value: path.Join(pki, "apiserver-etcd-client.crt")},
 			cc.Arg{Name: "etcd-keyfile", Value: path.Join(pki, "apiserver-etcd-client.key")},
-			cc.Arg{Name: "etcd-servers", Value: "https://" + joinHostPort(localhostOf(n.AdvertiseAddress), 2379)})
+			cc.Arg{Name: "etcd-servers", Value: "https://" + host.JoinHostPort(localhostOf(n.AdvertiseAddress), 2379)})
 	}
 	probeHost := n.AdvertiseAddress
 	p := pod("kube-apiserver", c.Image("kube-apiserver"), cc.Command(args, c.APIServer.ExtraArgs), "250m", "", n, c.APIServer.ExtraEnvs)
-	p.Annotations = map[string]string{"kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint": joinHostPort(n.AdvertiseAddress, n.BindPort)}
+	p.Annotations = map[string]string{"kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint": host.JoinHostPort(n.AdvertiseAddress, n.BindPort)}
 	ctr := &p.Spec.Containers[0]
 	ctr.Ports = probePort(n.BindPort)
 	ctr.LivenessProbe = probe(probeHost, "/livez", corev1.URISchemeHTTPS, 10, 15, 8, 10)
@@ -210,12 +211,12 @@ func Etcd(c *cc.ClusterConfiguration, n Node, members []Member) ([]byte, error) 
 	}
 	e := c.Etcd.Local
 	pki := path.Join(c.CertificatesDir, "etcd")
-	clientURL := "https://" + joinHostPort(n.AdvertiseAddress, 2379)
-	peerURL := "https://" + joinHostPort(n.AdvertiseAddress, 2380)
+	clientURL := "https://" + host.JoinHostPort(n.AdvertiseAddress, 2379)
+	peerURL := "https://" + host.JoinHostPort(n.AdvertiseAddress, 2380)
 	local := localhostOf(n.AdvertiseAddress)
 	args := []cc.Arg{
 		{Name: "name", Value: n.Name},
-		{Name: "listen-client-urls", Value: "https://" + joinHostPort(local, 2379) + "," + clientURL},
+		{Name: "listen-client-urls", Value: "https://" + host.JoinHostPort(local, 2379) + "," + clientURL},
 		{Name: "advertise-client-urls", Value: clientURL},
 		{Name: "listen-peer-urls", Value: peerURL},
 		{Name: "initial-advertise-peer-urls", Value: peerURL},
@@ -229,7 +230,7 @@ func Etcd(c *cc.ClusterConfiguration, n Node, members []Member) ([]byte, error) 
 		{Name: "peer-trusted-ca-file", Value: path.Join(pki, "ca.crt")},
 		{Name: "peer-client-cert-auth", Value: "true"},
 		{Name: "snapshot-count", Value: "10000"},
-		{Name: "listen-metrics-urls", Value: "http://" + joinHostPort(local, 2381)},
+		{Name: "listen-metrics-urls", Value: "http://" + host.JoinHostPort(local, 2381)},
 	}
 	if oldEtcdFlags(c) {
 		args = append(args, cc.Arg{Name: "experimental-initial-corrupt-check", Value: "true"}, cc.Arg{Name: "experimental-watch-progress-notify-interval", Value: "5s"})
@@ -268,7 +269,6 @@ func localhostOf(advertise string) string {
 	return "127.0.0.1"
 }
 
-func joinHostPort(h string, port int) string { return net.JoinHostPort(h, strconv.Itoa(port)) }
 
 func removeArg(args []cc.Arg, name string) []cc.Arg {
 	out := args[:0]

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kjoin.dev/kjoin/etcd"
+	"kjoin.dev/kjoin/host"
 )
 
 // Components are the static pods of a kubeadm control plane (stacked etcd).
@@ -174,7 +175,7 @@ func (v *verifier) podChecks(ctx context.Context, name string) {
 func (v *verifier) livez(ctx context.Context, name string, p *corev1.Pod) {
 	ep := p.Annotations["kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint"]
 	if ep == "" {
-		ep = hostPort(p.Status.HostIP, 6443)
+		ep = host.JoinHostPort(p.Status.HostIP, 6443)
 	}
 	if v.o.HTTP == nil || v.o.CA == nil {
 		v.add(Check{ID: "apiserver.livez", Node: name, Status: Warn, Summary: "not probed: no cluster CA"})

@@ -11,7 +11,6 @@ import (
 	"context"
 	"crypto/x509"
 	"fmt"
-	"net"
 	"net/http"
 	"sort"
 	"strings"
@@ -314,4 +313,3 @@ func sortedKeys(m map[string]*corev1.Node) []string {
 
 func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
 
-func hostPort(host string, port int) string { return net.JoinHostPort(host, fmt.Sprint(port)) }
