@@ -1,0 +1,407 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/utils/clock"
+
+	"kjoin.dev/kjoin/operr"
+)
+
+// Join describes one member join.
+type Join struct {
+	Cluster Cluster
+	Lock    Locker
+	Name    string
+	PeerURL string
+	// WriteManifest writes the etcd static pod with the cluster's members (the kubelet starts it).
+	WriteManifest func(members []Member) error
+	// RemoveManifest removes the etcd static pod again when the join fails, so the kubelet
+	// starts no etcd for a member that is not in the cluster; wipeData also empties the data
+	// dir (the member was removed, so its data can never be used again).
+	RemoveManifest func(wipeData bool) error
+	// Status asks one member (client URL) for its status; with it a join that loses etcd
+	// quorum fails after QuorumGrace instead of waiting for the timeout.
+	Status      func(ctx context.Context, endpoint string) (*clientv3.StatusResponse, error)
+	QuorumGrace time.Duration
+	// Restart restarts this node's etcd process (the kubelet starts it again); nil: never.
+	// Used once at most, on a learner that has started but does not serve (see unstall).
+	Restart func() error
+	// StallGrace is how long a started learner may not serve clients before it counts as
+	// stalled (default 600 ms: a member that is not stalled serves as soon as its name is listed).
+	StallGrace time.Duration
+	// At marks points inside the join for the lab's fault injection (may be nil).
+	At          func(point string)
+	Timeout     time.Duration
+	Interval    time.Duration
+	CallTimeout time.Duration
+	Clock       clock.Clock
+	Logf        func(format string, args ...any)
+
+	members  []*etcdserverpb.Member // the last membership seen
+	lostFrom time.Time              // when quorum was first seen lost, zero while it holds
+}
+
+// Result reports what a join did.
+type Result struct {
+	ID uint64
+	// Added is false when the member already existed (a re-run).
+	Added bool
+	// AlreadyVoting is true when there was nothing to do.
+	AlreadyVoting bool
+	Waited        time.Duration // for the lock
+}
+
+// Run adds the member as a learner, writes the manifest, waits until it has started and
+// promotes it, holding the join lock throughout. A learner this run added is removed again
+// if the join fails.
+func (j *Join) Run(ctx context.Context) (res *Result, err error) {
+	if j.Interval == 0 {
+		j.Interval = 200 * time.Millisecond
+	}
+	if j.CallTimeout == 0 {
+		j.CallTimeout = 5 * time.Second
+	}
+	if j.Logf == nil {
+		j.Logf = func(string, ...any) {}
+	}
+	if j.At == nil {
+		j.At = func(string) {}
+	}
+	if j.QuorumGrace == 0 {
+		j.QuorumGrace = 10 * time.Second
+	}
+	if j.StallGrace == 0 {
+		j.StallGrace = 600 * time.Millisecond
+	}
+	res = &Result{}
+	ctx, cancel := context.WithTimeout(ctx, j.Timeout)
+	defer cancel()
+
+	start := j.Clock.Now()
+	if err := j.Lock.TryLock(ctx); errors.Is(err, ErrLocked) {
+		j.Logf("another control-plane node is joining etcd; waiting for it to finish")
+		if err := j.Lock.Lock(ctx); err != nil {
+			return nil, &operr.Error{Code: operr.Busy, Retryable: true, Err: err,
+				What: "another control-plane join held the etcd join lock until the timeout", Hint: "retry when the other join has finished"}
+		}
+		res.Waited = j.Clock.Since(start)
+		j.Logf("etcd join lock acquired after %s", res.Waited.Round(time.Millisecond))
+	} else if err != nil {
+		return nil, operr.Wrap(operr.Busy, err, "cannot take the etcd join lock", "check etcd health on the existing control planes")
+	}
+	defer func() {
+		uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), j.CallTimeout)
+		defer ucancel()
+		_ = j.Lock.Unlock(uctx)
+	}()
+	j.At("etcd-join/locked")
+
+	members, err := j.list(ctx)
+	if err != nil {
+		return nil, operr.Wrap(operr.Other, err, "etcd has no quorum or cannot be reached", "check the existing control planes' etcd before adding a member")
+	}
+	me := find(members, j.PeerURL)
+	switch {
+	case me != nil && !me.IsLearner:
+		res.ID, res.AlreadyVoting = me.ID, true
+		j.Logf("member %s (%x) already exists and votes", j.Name, me.ID)
+		return res, j.WriteManifest(initialCluster(members, me.ID, j.Name))
+	case me != nil:
+		res.ID = me.ID
+		j.Logf("learner %x for %s already exists (earlier run); continuing", me.ID, j.Name)
+	default:
+		added, err := j.addLearner(ctx)
+		if errors.Is(err, rpctypes.ErrPeerURLExist) {
+			if members, err = j.list(ctx); err == nil {
+				if me = find(members, j.PeerURL); me != nil {
+					res.ID = me.ID
+				}
+			}
+		}
+		if err != nil && res.ID == 0 {
+			return nil, etcdError(err, "add learner "+j.PeerURL)
+		}
+		if added != nil {
+			res.ID, res.Added, members = added.Member.ID, true, added.Members
+			j.Logf("added learner %x for %s (%s)", res.ID, j.Name, j.PeerURL)
+		}
+	}
+	j.At("etcd-join/learner-added")
+	defer func() {
+		if err != nil {
+			err = j.undo(ctx, res, err)
+		}
+	}()
+	if err = j.WriteManifest(initialCluster(members, res.ID, j.Name)); err != nil {
+		return res, err
+	}
+	started, err := j.waitStarted(ctx, res.ID)
+	if err != nil {
+		return res, err
+	}
+	if err = j.unstall(ctx, started); err != nil {
+		return res, err
+	}
+	j.At("etcd-join/promoting")
+	if err = j.promote(ctx, res.ID); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// addLearner adds the learner, retrying what etcd reports as passing: a cluster that has
+// just changed membership is "unhealthy" for a few seconds, leaders change, calls time out.
+func (j *Join) addLearner(ctx context.Context) (*clientv3.MemberAddResponse, error) {
+	bo := backoff(j.Interval)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, j.CallTimeout)
+		added, err := j.Cluster.MemberAddAsLearner(cctx, []string{j.PeerURL})
+		cancel()
+		if err == nil || !Retryable(err) {
+			return added, err
+		}
+		j.Logf("add learner: %v (retrying)", err)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-j.Clock.After(bo.Step()):
+		}
+	}
+}
+
+func (j *Join) list(ctx context.Context) ([]*etcdserverpb.Member, error) {
+	cctx, cancel := context.WithTimeout(ctx, j.CallTimeout)
+	defer cancel()
+	r, err := j.Cluster.MemberList(cctx)
+	if err != nil {
+		return nil, err
+	}
+	j.members = r.Members
+	return r.Members, nil
+}
+
+// undo runs when the join failed after its learner existed: a learner this run added is
+// removed (retried for a few seconds: etcd may be electing a leader), and the etcd manifest
+// is removed in any case, so no etcd starts for a member that is not in the cluster. The
+// data dir is wiped only with the member gone. A learner that cannot be removed (no quorum)
+// is named in the error: the next run resumes it.
+func (j *Join) undo(ctx context.Context, res *Result, cause error) error {
+	removed := false
+	if res.Added {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*j.CallTimeout)
+		rerr := RemoveMember(rctx, j.Cluster, res.ID, j.Clock)
+		cancel()
+		if rerr == nil {
+			removed = true
+			j.Logf("removed learner %x that this failed join had added", res.ID)
+		} else {
+			left := fmt.Sprintf("the learner %x this join added could not be removed (%v): the next run resumes it, or remove it with etcdctl member remove %x", res.ID, rerr, res.ID)
+			if oe, ok := operr.As(cause); ok {
+				oe.What += "; " + left
+			} else {
+				cause = fmt.Errorf("%w; %s", cause, left)
+			}
+		}
+	}
+	if j.RemoveManifest != nil {
+		if merr := j.RemoveManifest(removed); merr != nil {
+			j.Logf("could not remove the etcd manifest of the failed join: %v", merr)
+		} else {
+			j.Logf("removed the etcd manifest of the failed join")
+		}
+	}
+	return cause
+}
+
+// quorumLost is called after a failed membership call: it asks every voting member of the
+// last membership seen for its status, and returns an error naming the lost quorum once
+// fewer than a majority have had a leader for QuorumGrace (a leader election takes a second
+// or two; a stopped member's cluster never recovers by waiting).
+func (j *Join) quorumLost(ctx context.Context) error {
+	if j.Status == nil || len(j.members) == 0 {
+		return nil
+	}
+	var voters, healthy int
+	var detail []string
+	for _, m := range j.members {
+		if m.IsLearner {
+			continue
+		}
+		voters++
+		name := m.Name
+		if name == "" {
+			name = strconv.FormatUint(m.ID, 16)
+		}
+		if len(m.ClientURLs) == 0 {
+			detail = append(detail, name+": not started")
+			continue
+		}
+		if h := Probe(ctx, j.Status, m.ClientURLs[0]); h.OK() {
+			healthy++
+		} else {
+			detail = append(detail, name+": "+h.String())
+		}
+	}
+	if healthy > voters/2 {
+		j.lostFrom = time.Time{}
+		return nil
+	}
+	if j.lostFrom.IsZero() {
+		j.lostFrom = j.Clock.Now()
+	}
+	if j.Clock.Since(j.lostFrom) < j.QuorumGrace {
+		return nil
+	}
+	return &operr.Error{Code: operr.Other, Retryable: true,
+		What: fmt.Sprintf("etcd lost quorum during the join: %d of %d voting members have a leader (%s)", healthy, voters, strings.Join(detail, ", ")),
+		Hint: "bring the other control planes' etcd back (quorum needs a majority of voters), then run the same command again"}
+}
+
+func (j *Join) waitStarted(ctx context.Context, id uint64) (*etcdserverpb.Member, error) {
+	for {
+		if ms, err := j.list(ctx); err == nil {
+			for _, m := range ms {
+				if m.ID == id && m.Name != "" {
+					j.Logf("member %x has started", id)
+					return m, nil
+				}
+			}
+		} else if qerr := j.quorumLost(ctx); qerr != nil {
+			return nil, qerr
+		}
+		select {
+		case <-ctx.Done():
+			return nil, operr.Newf(operr.Timeout,
+				"etcd member %x (%s) did not start within %s", id, j.Name, j.Timeout).
+				WithHint("check the etcd pod on this node: crictl ps -a --name etcd; crictl logs <id>")
+		case <-j.Clock.After(j.Interval):
+		}
+	}
+}
+
+// unstall restarts a started learner that does not serve clients. etcd serves clients only
+// once its start-up publish of its own name returns. When that entry reaches the new member
+// inside the leader's snapshot instead of as a log entry (the leader commits it before it
+// builds the snapshot: in the lab, most joins), the member never sees its request
+// applied and waits out etcd's request timeout (7 s with kubeadm's flags) before it
+// publishes again, although every member already lists its name; this node's API server
+// waits on it. A learner holds no vote, so restarting it costs the cluster nothing, and the
+// restarted member publishes at once. Once at most; promotion waits until it serves again,
+// since a learner that is down can still look caught up to the leader.
+func (j *Join) unstall(ctx context.Context, m *etcdserverpb.Member) error {
+	if j.Restart == nil || j.Status == nil || len(m.ClientURLs) == 0 || !m.IsLearner {
+		return nil
+	}
+	endpoint := m.ClientURLs[0]
+	serving := func() bool {
+		cctx, cancel := context.WithTimeout(ctx, j.StallGrace)
+		defer cancel()
+		_, err := j.Status(cctx, endpoint)
+		return err == nil
+	}
+	since := j.Clock.Now()
+	for !serving() {
+		if j.Clock.Since(since) < j.StallGrace {
+			select {
+			case <-ctx.Done():
+				return nil // promote reports the timeout
+			case <-j.Clock.After(j.Interval):
+			}
+			continue
+		}
+		j.Logf("learner %x has started but does not serve clients at %s after %s: etcd is waiting out its request timeout on its start-up publish; restarting it (a learner holds no vote)",
+			m.ID, endpoint, j.Clock.Since(since).Round(time.Millisecond))
+		if err := j.Restart(); err != nil {
+			j.Logf("could not restart etcd: %v; waiting for it instead", err)
+			return nil
+		}
+		restarted := j.Clock.Now()
+		for !serving() {
+			if qerr := j.quorumLost(ctx); qerr != nil {
+				return qerr
+			}
+			select {
+			case <-ctx.Done():
+				return operr.Newf(operr.Timeout, "etcd learner %x (%s) did not serve clients at %s within %s of its restart", m.ID, j.Name, endpoint, j.Clock.Since(restarted).Round(time.Second)).
+					WithHint("check the etcd pod on this node: crictl ps -a --name etcd; crictl logs <id>")
+			case <-j.Clock.After(j.Interval):
+			}
+		}
+		j.Logf("learner %x serves clients %s after its restart", m.ID, j.Clock.Since(restarted).Round(time.Millisecond))
+		return nil
+	}
+	return nil
+}
+
+// promote retries every Interval (sub-second, no back-off): the learner is promoted as soon
+// as etcd accepts it, which is the moment it has caught up.
+func (j *Join) promote(ctx context.Context, id uint64) error {
+	last := ""
+	for {
+		cctx, cancel := context.WithTimeout(ctx, j.CallTimeout)
+		_, err := j.Cluster.MemberPromote(cctx, id)
+		cancel()
+		if err == nil {
+			j.Logf("promoted member %x to voter", id)
+			return nil
+		}
+		if ms, lerr := j.list(ctx); lerr == nil {
+			for _, m := range ms {
+				if m.ID == id && !m.IsLearner {
+					j.Logf("member %x already votes", id)
+					return nil
+				}
+			}
+		}
+		if qerr := j.quorumLost(ctx); qerr != nil {
+			return qerr
+		}
+		if err.Error() != last {
+			last = err.Error()
+			j.Logf("promote %x: %v (retrying: the learner is still catching up)", id, err)
+		}
+		select {
+		case <-ctx.Done():
+			return operr.Wrap(operr.Timeout, err, fmt.Sprintf("etcd learner %x did not catch up to be promoted within %s", id, j.Timeout), "check etcd's logs on this node and the network between control planes")
+		case <-j.Clock.After(j.Interval):
+		}
+	}
+}
+
+func find(ms []*etcdserverpb.Member, peerURL string) *etcdserverpb.Member {
+	for _, m := range ms {
+		for _, u := range m.PeerURLs {
+			if u == peerURL {
+				return m
+			}
+		}
+	}
+	return nil
+}
+
+// initialCluster lists every member for --initial-cluster; members that have not started yet
+// have no name, so they are named by their ID (the joining one by its node name).
+func initialCluster(ms []*etcdserverpb.Member, self uint64, selfName string) []Member {
+	var out []Member
+	for _, m := range ms {
+		name := m.Name
+		if m.ID == self {
+			name = selfName
+		} else if name == "" {
+			name = strconv.FormatUint(m.ID, 16)
+		}
+		for _, u := range m.PeerURLs {
+			out = append(out, Member{Name: name, PeerURL: u})
+		}
+	}
+	return out
+}
