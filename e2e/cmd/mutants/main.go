@@ -15,7 +15,7 @@ type mutation struct{ file, from, to, pkg, run string }
 
 var mutations = []mutation{
 	{"discovery/token.go", "if !bytes.Equal(second.kubeconfig, first.kubeconfig) {", "if false && !bytes.Equal(second.kubeconfig, first.kubeconfig) {", "./discovery", "TestPinnedReread"},
-	{"discovery/token.go", "opts.CurrentTime, opts.DNSName = r.Clock.Now(), r.host()", "opts.CurrentTime = r.Clock.Now()", "./discovery", "TestAuthenticatedCertificate|TestTokenDiscovery"},
+	{"discovery/vet.go", "opts.CurrentTime, opts.DNSName = r.Clock.Now(), r.host()", "opts.CurrentTime = r.Clock.Now()", "./discovery", "TestAuthenticatedCertificate|TestTokenDiscovery"},
 	{"tlsbootstrap/tlsbootstrap.go", "\tfor _, c := range chain[1:] {\n\t\tinter.AddCert(c)", "\tfor _, c := range chain[1:] {\n\t\troots.AddCert(c)", "./tlsbootstrap", "TestBundledCA"},
 	{"phases/controlplane_prepare.go", "if _, unpinned := pins.Select(up); len(unpinned) > 0 {", "if pinned, unpinned := pins.Select(up); len(pinned) == 0 && len(unpinned) > 0 {", "./phases", "TestUploadedCAMustBeThePinnedCA"},
 	{"phases/tlsbootstrap.go", "if err != nil || cert.Subject.CommonName != \"system:node:\"+s.Opts.NodeName {", "if err != nil {", "./phases", "TestResumedIdentity"},
