@@ -30,8 +30,8 @@ func (g *diagnosis) loadKubeletFiles() {
 				if len(ca) == 0 && cl.CertificateAuthority != "" {
 					ca, _ = g.e.ReadFile(cl.CertificateAuthority)
 				}
-				if certs, err := discovery.ParseCerts(ca); err == nil {
-					g.caPool, g.caPEM = discovery.Pool(certs), discovery.EncodeCerts(certs)
+				if certs, err := pki.ParseCerts(ca); err == nil {
+					g.caPool, g.caPEM = pki.Pool(certs), pki.EncodeCerts(certs)
 				}
 			}
 		}

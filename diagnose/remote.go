@@ -23,7 +23,6 @@ import (
 // nodeMonitorGrace is the node-lifecycle controller's default grace period.
 const nodeMonitorGrace = 40 * time.Second
 
-
 // connectivityChecks follow the kubelet's path to the API server named in kubelet.conf. It
 // reports whether an authenticated request succeeded.
 func (g *diagnosis) connectivityChecks(ctx context.Context) bool {

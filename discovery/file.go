@@ -15,6 +15,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"kjoin.dev/kjoin/operr"
+	"kjoin.dev/kjoin/pki"
 )
 
 // FileResult is a kubeconfig obtained by file or https discovery.
@@ -74,7 +75,7 @@ func File(ctx context.Context, location string, timeout time.Duration, client *h
 			return nil, operr.Wrap(operr.Trust, err, "cannot read the discovery file's CA", "")
 		}
 	}
-	certs, err := ParseCerts(ca)
+	certs, err := pki.ParseCerts(ca)
 	if err != nil {
 		return nil, operr.Wrap(operr.Trust, err, "the discovery file carries no usable CA certificate", "embed certificate-authority-data in the file")
 	}

@@ -4,11 +4,8 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
-	"encoding/pem"
 	"fmt"
 	"strings"
-
-	certutil "k8s.io/client-go/util/cert"
 )
 
 // Pin returns kubeadm's CA pin of a certificate: "sha256:" + hex SHA-256 of its DER
@@ -63,28 +60,6 @@ func (p Pins) Select(certs []*x509.Certificate) (pinned, unpinned []*x509.Certif
 		}
 	}
 	return pinned, unpinned
-}
-
-// ParseCerts parses every PEM certificate in data (client-go's parser: blocks of other
-// types are skipped; no certificate at all is an error).
-func ParseCerts(data []byte) ([]*x509.Certificate, error) { return certutil.ParseCertsPEM(data) }
-
-// EncodeCerts returns certificates as PEM, one block each.
-func EncodeCerts(certs []*x509.Certificate) []byte {
-	var out []byte
-	for _, c := range certs {
-		out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})...)
-	}
-	return out
-}
-
-// Pool returns a certificate pool holding exactly certs.
-func Pool(certs []*x509.Certificate) *x509.CertPool {
-	pool := x509.NewCertPool()
-	for _, c := range certs {
-		pool.AddCert(c)
-	}
-	return pool
 }
 
 // PinsOf returns the pins of every certificate, joined for messages.

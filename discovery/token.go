@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"kjoin.dev/kjoin/operr"
+	"kjoin.dev/kjoin/pki"
 	"kjoin.dev/kjoin/token"
 )
 
@@ -100,7 +101,7 @@ func Token(ctx context.Context, req Request) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{ClusterInfo: first.kubeconfig, ClockOffset: first.clockOffset, Server: first.trust.server,
-		CAData: EncodeCerts(first.trust.cas), CAPin: Pin(first.trust.cas[0])}
+		CAData: pki.EncodeCerts(first.trust.cas), CAPin: Pin(first.trust.cas[0])}
 	if len(req.Pins) == 0 {
 		req.Logf("CA verification skipped (unsafe): trusting CA %s from the signed cluster-info alone", res.CAPin)
 		return res, nil

@@ -62,7 +62,7 @@ func TestRotationBundleWithBothPinned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, _ := ParseCerts(res.CAData)
+	got, _ := pki.ParseCerts(res.CAData)
 	if len(got) != 2 || PinsOf(got) != Pin(oldCA)+", "+Pin(newCA2) {
 		t.Errorf("trusted CAs %s, want both pinned ones", PinsOf(got))
 	}

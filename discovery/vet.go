@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"kjoin.dev/kjoin/operr"
+	"kjoin.dev/kjoin/pki"
 )
 
 // trusted is what a vetted cluster-info answer establishes.
@@ -32,7 +33,7 @@ func (r *Request) vet(kubeconfig []byte, peers []*x509.Certificate) (*trusted, e
 	if err := CheckServerURL(cluster.Server); err != nil {
 		return nil, operr.Newf(operr.Trust, "cluster-info names an unusable API server: %v", err).WithHint("check the kube-public/cluster-info ConfigMap on the control plane")
 	}
-	certs, err := ParseCerts(cluster.CertificateAuthorityData)
+	certs, err := pki.ParseCerts(cluster.CertificateAuthorityData)
 	if err != nil {
 		return nil, operr.Newf(operr.Trust, "cluster-info carries no usable CA certificate: %s", Quote(err.Error()))
 	}
@@ -70,7 +71,7 @@ func (r *Request) verifyPeer(peers []*x509.Certificate, cas []*x509.Certificate)
 	for _, c := range peers[1:] {
 		inter.AddCert(c)
 	}
-	opts := x509.VerifyOptions{Roots: Pool(cas), Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	opts := x509.VerifyOptions{Roots: pki.Pool(cas), Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
 	chained := false
 	for _, ca := range cas {
 		// A time at which both the leaf and this CA claim to be valid.

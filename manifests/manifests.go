@@ -269,7 +269,6 @@ func localhostOf(advertise string) string {
 	return "127.0.0.1"
 }
 
-
 func removeArg(args []cc.Arg, name string) []cc.Arg {
 	out := args[:0]
 	for _, a := range args {

@@ -15,6 +15,7 @@ import (
 	"kjoin.dev/kjoin/manifests"
 	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/patches"
+	"kjoin.dev/kjoin/pki"
 	"kjoin.dev/kjoin/versions"
 )
 
@@ -192,11 +193,11 @@ func renderControlPlane(e *host.Env, s *State) (map[string][]byte, error) {
 
 // sameCA refuses uploaded certificates for another cluster CA than the one discovery pinned.
 func sameCA(uploaded, pinned []byte) error {
-	up, err := discovery.ParseCerts(uploaded)
+	up, err := pki.ParseCerts(uploaded)
 	if err != nil {
 		return operr.Wrap(operr.Trust, err, "kube-system/"+certs.SecretName+" holds no usable ca.crt", "upload the certificates again with "+certs.UploadCommand)
 	}
-	trusted, _ := discovery.ParseCerts(pinned)
+	trusted, _ := pki.ParseCerts(pinned)
 	pins := discovery.Pins{}
 	for _, c := range trusted {
 		pins[discovery.Pin(c)] = true

@@ -13,6 +13,7 @@ import (
 	"kjoin.dev/kjoin/discovery"
 	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
+	"kjoin.dev/kjoin/pki"
 )
 
 // Preflight checks the host before anything is changed, and reports every failure at once.
@@ -158,7 +159,7 @@ func checkOwnership(e *host.Env, s *State) error {
 	if err != nil {
 		return nil
 	}
-	cas, err := discovery.ParseCerts(caPEM)
+	cas, err := pki.ParseCerts(caPEM)
 	if err != nil {
 		return nil
 	}

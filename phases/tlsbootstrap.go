@@ -16,7 +16,6 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"kjoin.dev/kjoin/atomicfile"
-	"kjoin.dev/kjoin/discovery"
 	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/pki"
@@ -95,7 +94,7 @@ func runTLSBootstrap(ctx context.Context, e *host.Env, s *State) error {
 		return err
 	}
 	e.Logf("tls-bootstrap", "CSR %s approved and signed in %s", csrName, issued.Signed.Round(time.Millisecond))
-	if err := tlsbootstrap.Verify(issued.CertPEM, req.Key, name, discovery.Pool(mustCerts(s.Discovery.CAData)), e.Clock.Now()); err != nil {
+	if err := tlsbootstrap.Verify(issued.CertPEM, req.Key, name, pki.Pool(mustCerts(s.Discovery.CAData)), e.Clock.Now()); err != nil {
 		forgetCSR(e, s)
 		return operr.Wrap(operr.Trust, err, fmt.Sprintf("the certificate issued for CSR %s is not this node's kubelet client certificate", csrName),
 			"it was not installed; check the cluster's signer (kubectl get csr "+csrName+" -o yaml) and run the join again")
@@ -166,7 +165,7 @@ func forgetCSR(e *host.Env, s *State) {
 
 // mustCerts parses CA data that discovery already verified.
 func mustCerts(caPEM []byte) []*x509.Certificate {
-	certs, _ := discovery.ParseCerts(caPEM)
+	certs, _ := pki.ParseCerts(caPEM)
 	return certs
 }
 

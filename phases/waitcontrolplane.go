@@ -7,9 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"kjoin.dev/kjoin/discovery"
 	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
+	"kjoin.dev/kjoin/pki"
 )
 
 // WaitControlPlane waits until this node's control-plane components answer their health
@@ -29,7 +29,7 @@ var WaitControlPlane = Phase{ReadOnly: true, Name: "wait-control-plane", Short: 
 }, Run: runWaitControlPlane}
 
 func runWaitControlPlane(ctx context.Context, e *host.Env, s *State) error {
-	verified := e.HTTPClient(discovery.Pool(mustCerts(s.Discovery.CAData)))
+	verified := e.HTTPClient(pki.Pool(mustCerts(s.Discovery.CAData)))
 	// The controller-manager and scheduler serve self-signed certificates on localhost.
 	local := e.HTTPClient(nil)
 	checks := []struct {

@@ -141,3 +141,24 @@ func ParseCert(data []byte) (*x509.Certificate, error) {
 	}
 	return certs[0], nil
 }
+
+// ParseCerts parses every certificate in PEM data (a CA bundle).
+func ParseCerts(data []byte) ([]*x509.Certificate, error) { return certutil.ParseCertsPEM(data) }
+
+// EncodeCerts returns certificates as PEM, one block each.
+func EncodeCerts(certs []*x509.Certificate) []byte {
+	var out []byte
+	for _, c := range certs {
+		out = append(out, EncodeCert(c)...)
+	}
+	return out
+}
+
+// Pool returns a certificate pool holding exactly certs.
+func Pool(certs []*x509.Certificate) *x509.CertPool {
+	pool := x509.NewCertPool()
+	for _, c := range certs {
+		pool.AddCert(c)
+	}
+	return pool
+}

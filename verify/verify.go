@@ -312,4 +312,3 @@ func sortedKeys(m map[string]*corev1.Node) []string {
 }
 
 func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
-

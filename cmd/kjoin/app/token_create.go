@@ -17,6 +17,7 @@ import (
 	cc "kjoin.dev/kjoin/clusterconfig"
 	"kjoin.dev/kjoin/discovery"
 	"kjoin.dev/kjoin/operr"
+	"kjoin.dev/kjoin/pki"
 	"kjoin.dev/kjoin/token"
 )
 
@@ -206,7 +207,7 @@ func joinInfo(ctx context.Context, ac *adminClient, controlPlane bool) (*JoinInf
 	if endpoint == "" {
 		endpoint = strings.TrimPrefix(ac.server, "https://")
 	}
-	caCerts, err := discovery.ParseCerts(ac.caData)
+	caCerts, err := pki.ParseCerts(ac.caData)
 	if err != nil {
 		return nil, operr.Wrap(operr.Usage, err, "the admin kubeconfig has no CA data to pin", "")
 	}
