@@ -1,20 +1,18 @@
 package joinconfig
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/yaml"
 	sigsjson "sigs.k8s.io/json"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"kjoin.dev/kjoin/clusterconfig"
 	"kjoin.dev/kjoin/phases"
+	"kjoin.dev/kjoin/yamldocs"
 )
 
 // APIVersion is the JoinConfiguration version kjoin reads.
@@ -104,19 +102,12 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // skipped with a warning, as kubeadm does; unknown fields in the JoinConfiguration are errors,
 // all named at once.
 func Decode(data []byte, warn func(string)) (*JoinConfiguration, error) {
-	dec := yaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	docs, err := yamldocs.Split(data)
+	if err != nil {
+		return nil, err
+	}
 	var found *JoinConfiguration
-	for {
-		doc, err := dec.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		if len(bytes.TrimSpace(doc)) == 0 {
-			continue
-		}
+	for _, doc := range docs {
 		var head struct{ APIVersion, Kind string }
 		if err := sigsyaml.Unmarshal(doc, &head); err != nil {
 			return nil, err

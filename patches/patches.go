@@ -5,11 +5,8 @@
 package patches
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,8 +16,9 @@ import (
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"kjoin.dev/kjoin/yamldocs"
 )
 
 // Targets a join applies patches to: the control-plane static pods and the kubelet's
@@ -129,19 +127,12 @@ func Load(dir string) (*Set, error) {
 }
 
 func splitDocs(b []byte) ([][]byte, error) {
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(b)))
+	docs, err := yamldocs.Split(b)
+	if err != nil {
+		return nil, err
+	}
 	var out [][]byte
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		if len(bytes.TrimSpace(doc)) == 0 {
-			continue
-		}
+	for _, doc := range docs {
 		j, err := yaml.YAMLToJSON(doc)
 		if err != nil {
 			return nil, err
