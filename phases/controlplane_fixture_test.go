@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kjoin.dev/kjoin/certs"
+	"kjoin.dev/kjoin/etcd/etcdtest"
 	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/pki"
 )
@@ -25,7 +26,7 @@ const testCertKey = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789a
 // the discovery server's), a fake etcd cluster and healthy local components.
 type cpHost struct {
 	*testHost
-	etcd *fakeEtcd
+	etcd *etcdtest.Cluster
 }
 
 func newCPHost(t *testing.T) *cpHost {
@@ -41,9 +42,9 @@ func newCPHost(t *testing.T) *cpHost {
 	h := newTestHost(t, etcdPod, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kubeadm-config", Namespace: "kube-system"},
 		Data: map[string]string{"ClusterConfiguration": string(cfg)}})
 	h.runner.node = "cp2"
-	c := &cpHost{testHost: h, etcd: newFakeEtcd()}
-	c.etcd.started = func() bool { return h.env.Exists(path.Join(host.ManifestsDir, "etcd.yaml")) }
-	h.env.DialEtcd = c.etcd.dial
+	c := &cpHost{testHost: h, etcd: etcdtest.New()}
+	c.etcd.Started = func() bool { return h.env.Exists(path.Join(host.ManifestsDir, "etcd.yaml")) }
+	h.env.DialEtcd = c.etcd.Dial
 	h.env.HTTPClient = func(*x509.CertPool) *http.Client { return &http.Client{Transport: okTransport{}} }
 
 	// cp1's shared certificates: the cluster CA is the one discovery pins.

@@ -76,7 +76,7 @@ func TestControlPlanePrepareRefusals(t *testing.T) {
 			if operr.CodeOf(err) != tc.code || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v (code %d), want code %d with %q", err, operr.CodeOf(err), tc.code, tc.want)
 			}
-			if len(c.etcd.added) != 0 {
+			if len(c.etcd.Added) != 0 {
 				t.Error("etcd was changed by a refused join")
 			}
 		})
@@ -104,7 +104,7 @@ func TestBadPatchFailsBeforeAnythingIsWritten(t *testing.T) {
 			t.Errorf("%s was written by a join refused for its patch", p)
 		}
 	}
-	if len(c.etcd.added) != 0 {
+	if len(c.etcd.Added) != 0 {
 		t.Error("etcd was changed")
 	}
 }

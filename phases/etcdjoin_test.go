@@ -50,11 +50,11 @@ func TestControlPlaneJoin(t *testing.T) {
 		t.Errorf("apiserver.key is not the RSA key the cluster's encryptionAlgorithm asks for:\n%.40s", b)
 	}
 	// etcd: one learner added, then promoted, under the join lock.
-	if len(c.etcd.added) != 1 || len(c.etcd.promoted) != 1 || c.etcd.added[0] != c.etcd.promoted[0] || s.EtcdMemberID != c.etcd.added[0] {
-		t.Errorf("etcd: added %x promoted %x state %x", c.etcd.added, c.etcd.promoted, s.EtcdMemberID)
+	if len(c.etcd.Added) != 1 || len(c.etcd.Promoted) != 1 || c.etcd.Added[0] != c.etcd.Promoted[0] || s.EtcdMemberID != c.etcd.Added[0] {
+		t.Errorf("etcd: added %x promoted %x state %x", c.etcd.Added, c.etcd.Promoted, s.EtcdMemberID)
 	}
-	if c.etcd.locks != 1 || c.etcd.unlocks != 1 {
-		t.Errorf("join lock taken %d, released %d times", c.etcd.locks, c.etcd.unlocks)
+	if c.etcd.Locks != 1 || c.etcd.Unlocks != 1 {
+		t.Errorf("join lock taken %d, released %d times", c.etcd.Locks, c.etcd.Unlocks)
 	}
 	manifest, _ := c.env.ReadFile(path.Join(host.ManifestsDir, "etcd.yaml"))
 	for _, flag := range []string{"--initial-cluster=cp1=https://10.0.0.11:2380,cp2=https://10.0.0.12:2380", "--initial-cluster-state=existing", "--data-dir=/var/lib/etcd"} {
@@ -86,8 +86,8 @@ func TestControlPlaneRerunAddsNoMember(t *testing.T) {
 	if _, err := Run(context.Background(), c.env, s, Join, RunOptions{}); err != nil {
 		t.Fatalf("re-run: %v\n%s", err, c.out)
 	}
-	if len(c.etcd.added) != 1 || len(c.etcd.promoted) != 1 {
-		t.Errorf("re-run changed etcd: added %x promoted %x", c.etcd.added, c.etcd.promoted)
+	if len(c.etcd.Added) != 1 || len(c.etcd.Promoted) != 1 {
+		t.Errorf("re-run changed etcd: added %x promoted %x", c.etcd.Added, c.etcd.Promoted)
 	}
 	if s.Changed() {
 		t.Error("re-run reports changed")
@@ -105,8 +105,8 @@ func TestEtcdJoinResumesItsLearner(t *testing.T) {
 	if _, err := Run(context.Background(), c.env, s, Join, RunOptions{}); err != nil {
 		t.Fatalf("%v\n%s", err, c.out)
 	}
-	if len(c.etcd.added) != 1 || len(c.etcd.promoted) != 1 || s.EtcdMemberID != c.etcd.added[0] {
-		t.Errorf("added %x promoted %x member %x", c.etcd.added, c.etcd.promoted, s.EtcdMemberID)
+	if len(c.etcd.Added) != 1 || len(c.etcd.Promoted) != 1 || s.EtcdMemberID != c.etcd.Added[0] {
+		t.Errorf("added %x promoted %x member %x", c.etcd.Added, c.etcd.Promoted, s.EtcdMemberID)
 	}
 }
 
@@ -115,13 +115,13 @@ func TestEtcdJoinResumesItsLearner(t *testing.T) {
 func TestEtcdJoinRevokesTheLockLeaseOfAnInterruptedRun(t *testing.T) {
 	t.Parallel()
 	c := newCPHost(t)
-	c.etcd.lockLeases = map[int64]bool{0x77: true}
+	c.etcd.LockLeases = map[int64]bool{0x77: true}
 	s := &State{Opts: c.options(t), Journal: &Journal{EtcdLockLease: 0x77}}
 	if _, err := Run(context.Background(), c.env, s, Join, RunOptions{}); err != nil {
 		t.Fatalf("%v\n%s", err, c.out)
 	}
-	if len(c.etcd.revoked) != 1 || c.etcd.revoked[0] != 0x77 {
-		t.Errorf("revoked %x, want the interrupted run's lease 77", c.etcd.revoked)
+	if len(c.etcd.Revoked) != 1 || c.etcd.Revoked[0] != 0x77 {
+		t.Errorf("revoked %x, want the interrupted run's lease 77", c.etcd.Revoked)
 	}
 	if s.Journal.EtcdLockLease != 0 {
 		t.Errorf("the journal still names lock lease %x after the lock was released", s.Journal.EtcdLockLease)
@@ -137,13 +137,13 @@ func TestEtcdJoinRevokesTheLockLeaseOfAnInterruptedRun(t *testing.T) {
 func TestEtcdJoinRevokesOnlyALockLease(t *testing.T) {
 	t.Parallel()
 	c := newCPHost(t)
-	c.etcd.lockLeases = map[int64]bool{0x4b1: true}
+	c.etcd.LockLeases = map[int64]bool{0x4b1: true}
 	s := &State{Opts: c.options(t), Journal: &Journal{EtcdLockLease: 0x99}}
 	if _, err := Run(context.Background(), c.env, s, Join, RunOptions{}); err != nil {
 		t.Fatalf("%v\n%s", err, c.out)
 	}
-	if len(c.etcd.revoked) != 0 {
-		t.Errorf("revoked %x: a lease that holds no join lock must be left alone", c.etcd.revoked)
+	if len(c.etcd.Revoked) != 0 {
+		t.Errorf("revoked %x: a lease that holds no join lock must be left alone", c.etcd.Revoked)
 	}
 }
 
@@ -151,7 +151,7 @@ func TestEtcdJoinRevokesOnlyALockLease(t *testing.T) {
 func TestEtcdJoinLockContentionIsBusy(t *testing.T) {
 	t.Parallel()
 	c := newCPHost(t)
-	c.etcd.lockHeld = true
+	c.etcd.LockHeld = true
 	o := c.options(t)
 	o.Timeouts.EtcdAPICall = 200 * time.Millisecond
 	_, err := Run(context.Background(), c.env, &State{Opts: o}, Join, RunOptions{})
@@ -161,8 +161,8 @@ func TestEtcdJoinLockContentionIsBusy(t *testing.T) {
 	if e, _ := operr.As(err); !e.Retryable {
 		t.Error("busy is not marked retryable")
 	}
-	if len(c.etcd.added) != 0 {
-		t.Errorf("a member was added without the lock: %x", c.etcd.added)
+	if len(c.etcd.Added) != 0 {
+		t.Errorf("a member was added without the lock: %x", c.etcd.Added)
 	}
 }
 
@@ -170,15 +170,15 @@ func TestEtcdJoinLockContentionIsBusy(t *testing.T) {
 func TestEtcdJoinRemovesItsLearnerOnFailure(t *testing.T) {
 	t.Parallel()
 	c := newCPHost(t)
-	c.etcd.promoteRefusals = -1
+	c.etcd.PromoteRefusals = -1
 	o := c.options(t)
 	o.Timeouts.EtcdAPICall = 300 * time.Millisecond
 	_, err := Run(context.Background(), c.env, &State{Opts: o}, Join, RunOptions{})
 	if operr.CodeOf(err) != operr.Timeout || !strings.Contains(err.Error(), "did not catch up") {
 		t.Fatalf("got %v", err)
 	}
-	if len(c.etcd.added) != 1 || len(c.etcd.removed) != 1 || c.etcd.removed[0] != c.etcd.added[0] {
-		t.Errorf("added %x removed %x: the failed join must remove its own learner", c.etcd.added, c.etcd.removed)
+	if len(c.etcd.Added) != 1 || len(c.etcd.Removed) != 1 || c.etcd.Removed[0] != c.etcd.Added[0] {
+		t.Errorf("added %x removed %x: the failed join must remove its own learner", c.etcd.Added, c.etcd.Removed)
 	}
 	// No manifest is left that would start the removed member's etcd.
 	if c.env.Exists(path.Join(host.ManifestsDir, "etcd.yaml")) {
@@ -200,10 +200,10 @@ func TestControlPlaneManifestsWaitForEtcdVoter(t *testing.T) {
 			}
 		}
 	}
-	started := c.etcd.started
-	c.etcd.started = func() bool { seen(); return started() }
+	started := c.etcd.Started
+	c.etcd.Started = func() bool { seen(); return started() }
 	promotions := 0
-	c.etcd.onPromote = func() { promotions++; seen() }
+	c.etcd.OnPromote = func() { promotions++; seen() }
 	if _, err := Run(context.Background(), c.env, &State{Opts: c.options(t)}, Join, RunOptions{}); err != nil {
 		t.Fatalf("%v\n%s", err, c.out)
 	}
@@ -234,7 +234,7 @@ func TestControlPlaneStartAlone(t *testing.T) {
 			t.Errorf("%s.yaml: %v\n%s", p, err, b)
 		}
 	}
-	if c.env.Exists(path.Join(host.ManifestsDir, "etcd.yaml")) || c.env.Exists("/etc/kubernetes/pki/apiserver.crt") || len(c.etcd.added) != 0 {
+	if c.env.Exists(path.Join(host.ManifestsDir, "etcd.yaml")) || c.env.Exists("/etc/kubernetes/pki/apiserver.crt") || len(c.etcd.Added) != 0 {
 		t.Error("control-plane-start alone did more than write its three manifests")
 	}
 }

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"kjoin.dev/kjoin/operr"
 )
 

@@ -23,16 +23,16 @@ func TestResetControlPlaneQuorum(t *testing.T) {
 	t.Run("peer unhealthy: refused", func(t *testing.T) {
 		t.Parallel()
 		c := join(t)
-		c.etcd.unhealthy["https://10.0.0.11:2379"] = true
+		c.etcd.Unhealthy["https://10.0.0.11:2379"] = true
 		_, err := Reset(context.Background(), c.env, ResetOptions{}, nil)
 		if operr.CodeOf(err) != operr.Preflight || !strings.Contains(err.Error(), "lose quorum") {
 			t.Fatalf("got %v", err)
 		}
-		if c.etcd.member("https://10.0.0.12:2380") == nil || !c.env.Exists("/var/lib/etcd/member/snap/db") || !c.env.Exists("/etc/kubernetes/manifests/etcd.yaml") {
+		if c.etcd.Member("https://10.0.0.12:2380") == nil || !c.env.Exists("/var/lib/etcd/member/snap/db") || !c.env.Exists("/etc/kubernetes/manifests/etcd.yaml") {
 			t.Error("a refused reset removed the member, its data or its manifest")
 		}
 		rep, err := Reset(context.Background(), c.env, ResetOptions{AllowEtcdQuorumLoss: true}, nil)
-		if err != nil || rep.EtcdMemberRemoved == "" || c.etcd.member("https://10.0.0.12:2380") != nil {
+		if err != nil || rep.EtcdMemberRemoved == "" || c.etcd.Member("https://10.0.0.12:2380") != nil {
 			t.Fatalf("--force: %+v %v", rep, err)
 		}
 	})
@@ -43,7 +43,7 @@ func TestResetControlPlaneQuorum(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c.etcd.member("https://10.0.0.12:2380") != nil || rep.EtcdMemberRemoved == "" || rep.Role != "control-plane" {
+		if c.etcd.Member("https://10.0.0.12:2380") != nil || rep.EtcdMemberRemoved == "" || rep.Role != "control-plane" {
 			t.Errorf("report %+v", rep)
 		}
 		if c.env.Exists("/var/lib/etcd/member") || c.env.Exists("/etc/kubernetes/manifests/etcd.yaml") || c.env.Exists("/etc/kubernetes/pki/ca.key") {
@@ -53,9 +53,9 @@ func TestResetControlPlaneQuorum(t *testing.T) {
 	t.Run("removal answered by the removed member", func(t *testing.T) {
 		t.Parallel()
 		c := join(t)
-		c.etcd.removeStops = true
+		c.etcd.RemoveStops = true
 		rep, err := Reset(context.Background(), c.env, ResetOptions{}, nil)
-		if err != nil || rep.EtcdMemberRemoved == "" || c.etcd.member("https://10.0.0.12:2380") != nil {
+		if err != nil || rep.EtcdMemberRemoved == "" || c.etcd.Member("https://10.0.0.12:2380") != nil {
 			t.Fatalf("a removal that took effect but was answered \"server stopped\": %+v %v", rep, err)
 		}
 	})

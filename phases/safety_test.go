@@ -66,8 +66,8 @@ func TestControlPlaneJoinRefusesANonEmptyEtcdDataDir(t *testing.T) {
 			t.Errorf("the refused join wrote into %s: %v", dir, entries)
 		}
 	}
-	if len(c.etcd.added) != 0 {
-		t.Errorf("the refused join added etcd member %x", c.etcd.added)
+	if len(c.etcd.Added) != 0 {
+		t.Errorf("the refused join added etcd member %x", c.etcd.Added)
 	}
 }
 
@@ -89,7 +89,7 @@ func TestControlPlaneJoinRefusesASystemEtcdDataDir(t *testing.T) {
 				t.Fatalf("got %v; want exit 3 naming the etcd data directory", err)
 			}
 			d.assertIntact(t, c.env)
-			if c.env.Exists(host.PKIDir) || len(c.etcd.added) != 0 {
+			if c.env.Exists(host.PKIDir) || len(c.etcd.Added) != 0 {
 				t.Error("the refused join wrote certificates or added an etcd member")
 			}
 		})
@@ -119,11 +119,11 @@ func TestFailedEtcdJoinDeletesOnlyItsLearnersData(t *testing.T) {
 	t.Parallel()
 	fail := func(t *testing.T, c *cpHost, o Options) {
 		t.Helper()
-		c.etcd.promoteRefusals = -1
+		c.etcd.PromoteRefusals = -1
 		o.Timeouts.EtcdAPICall = 300 * 1e6
 		// The learner's etcd writes its data once its manifest is there.
-		started := c.etcd.started
-		c.etcd.started = func() bool {
+		started := c.etcd.Started
+		c.etcd.Started = func() bool {
 			if started() {
 				_ = os.MkdirAll(c.env.Paths.Of("/var/lib/etcd/member/wal"), 0o700)
 				_ = os.WriteFile(c.env.Paths.Of("/var/lib/etcd/member/wal/0.wal"), []byte("learner"), 0o600)
@@ -132,8 +132,8 @@ func TestFailedEtcdJoinDeletesOnlyItsLearnersData(t *testing.T) {
 			return false
 		}
 		_, err := Run(context.Background(), c.env, &State{Opts: o}, Join, RunOptions{})
-		if operr.CodeOf(err) != operr.Timeout || len(c.etcd.removed) != 1 {
-			t.Fatalf("got %v, removed %x; want the learner removed after a timeout", err, c.etcd.removed)
+		if operr.CodeOf(err) != operr.Timeout || len(c.etcd.Removed) != 1 {
+			t.Fatalf("got %v, removed %x; want the learner removed after a timeout", err, c.etcd.Removed)
 		}
 	}
 	t.Run("empty before: the learner's data goes", func(t *testing.T) {
@@ -267,7 +267,7 @@ func TestResetFindsTheMemberWithoutAPeerURL(t *testing.T) {
 	}
 	writeHost(t, c.env, path.Join(host.ManifestsDir, "etcd.yaml"), noPeer, 0o600)
 	rep, err := Reset(context.Background(), c.env, ResetOptions{}, nil)
-	if err != nil || rep.EtcdMemberRemoved == "" || c.etcd.member("https://10.0.0.12:2380") != nil {
+	if err != nil || rep.EtcdMemberRemoved == "" || c.etcd.Member("https://10.0.0.12:2380") != nil {
 		t.Fatalf("member by name: %+v %v", rep, err)
 	}
 	if c.env.Exists("/var/lib/etcd/member") {

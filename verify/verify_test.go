@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -16,7 +15,6 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -26,6 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"kjoin.dev/kjoin/etcd"
+	"kjoin.dev/kjoin/etcd/etcdtest"
 	"kjoin.dev/kjoin/pki"
 )
 
@@ -75,37 +74,6 @@ func staticPods(nodeName, apiEndpoint string) []runtime.Object {
 	return out
 }
 
-type fakeEtcd struct {
-	members   []*etcdserverpb.Member
-	unhealthy string
-}
-
-func (f *fakeEtcd) MemberList(context.Context, ...clientv3.OpOption) (*clientv3.MemberListResponse, error) {
-	return &clientv3.MemberListResponse{Members: f.members}, nil
-}
-func (f *fakeEtcd) MemberAddAsLearner(context.Context, []string) (*clientv3.MemberAddResponse, error) {
-	return nil, errors.New("read only")
-}
-func (f *fakeEtcd) MemberPromote(context.Context, uint64) (*clientv3.MemberPromoteResponse, error) {
-	return nil, errors.New("read only")
-}
-func (f *fakeEtcd) MemberRemove(context.Context, uint64) (*clientv3.MemberRemoveResponse, error) {
-	return nil, errors.New("read only")
-}
-func (f *fakeEtcd) Status(_ context.Context, ep string) (*clientv3.StatusResponse, error) {
-	if ep == f.unhealthy {
-		return nil, errors.New("connection refused")
-	}
-	return &clientv3.StatusResponse{}, nil
-}
-func (f *fakeEtcd) RevokeLockLease(context.Context, int64) (bool, error) {
-	return false, errors.New("read only")
-}
-
-func (f *fakeEtcd) NewLock(context.Context, int) (etcd.Locker, error) {
-	return nil, errors.New("read only")
-}
-func (f *fakeEtcd) Close() error { return nil }
 
 func byID(r *Report, node, id string) Check {
 	for _, c := range r.Checks {
@@ -117,13 +85,13 @@ func byID(r *Report, node, id string) Check {
 }
 
 // cluster: cp1 (control plane, healthy API server over TLS) and w1 (worker).
-func cluster(t *testing.T, objs ...runtime.Object) (Options, *fakeEtcd, *httptest.Server) {
+func cluster(t *testing.T, objs ...runtime.Object) (Options, *etcdtest.Cluster, *httptest.Server) {
 	t.Helper()
 	return clusterOn(t, nil, objs...)
 }
 
 // clusterOn is cluster with cp1's API server on listener l (nil: IPv4 loopback).
-func clusterOn(t *testing.T, l net.Listener, objs ...runtime.Object) (Options, *fakeEtcd, *httptest.Server) {
+func clusterOn(t *testing.T, l net.Listener, objs ...runtime.Object) (Options, *etcdtest.Cluster, *httptest.Server) {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/livez" {
@@ -142,7 +110,7 @@ func clusterOn(t *testing.T, l net.Listener, objs ...runtime.Object) (Options, *
 	pool.AddCert(srv.Certificate())
 	base := []runtime.Object{node("cp1", corev1.ConditionTrue, true), lease("cp1", 3*time.Second), node("w1", corev1.ConditionTrue, false), lease("w1", 5*time.Second)}
 	base = append(base, staticPods("cp1", strings.TrimPrefix(srv.URL, "https://"))...)
-	e := &fakeEtcd{members: []*etcdserverpb.Member{{ID: 1, Name: "cp1", PeerURLs: []string{"https://10.0.0.11:2380"}, ClientURLs: []string{"https://10.0.0.11:2379"}}}}
+	e := etcdtest.New()
 	o := Options{
 		Client: fake.NewClientset(append(base, objs...)...),
 		Etcd:   func([]string) (etcd.Conn, error) { return e, nil },
@@ -181,7 +149,7 @@ func TestHealthyClusterPasses(t *testing.T) {
 func TestFaultsAreNamed(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		setup func(o *Options, e *fakeEtcd)
+		setup func(o *Options, e *etcdtest.Cluster)
 		objs  []runtime.Object
 		node  string
 		id    string
@@ -212,17 +180,17 @@ func TestFaultsAreNamed(t *testing.T) {
 		{name: "not registered", node: "w9", id: "node.registered", want: "no Node"},
 		{name: "etcd member missing", node: "cp2", id: "etcd.member", want: "no started etcd member",
 			objs: append([]runtime.Object{node("cp2", corev1.ConditionTrue, true), lease("cp2", time.Second)}, staticPods("cp2", "127.0.0.1:1")...)},
-		{name: "learner", node: "cp1", id: "etcd.member", want: "learner", setup: func(o *Options, e *fakeEtcd) { e.members[0].IsLearner = true }},
-		{name: "member unhealthy", node: "", id: "etcd.health", want: "connection refused", setup: func(o *Options, e *fakeEtcd) { e.unhealthy = "https://10.0.0.11:2379" }},
-		{name: "member count", node: "", id: "etcd.count", want: "2 etcd members for 1", setup: func(o *Options, e *fakeEtcd) {
-			e.members = append(e.members, &etcdserverpb.Member{ID: 2, Name: "cpX", ClientURLs: []string{"https://10.0.0.19:2379"}})
+		{name: "learner", node: "cp1", id: "etcd.member", want: "learner", setup: func(o *Options, e *etcdtest.Cluster) { e.Members[0].IsLearner = true }},
+		{name: "member unhealthy", node: "", id: "etcd.health", want: "connection refused", setup: func(o *Options, e *etcdtest.Cluster) { e.Unhealthy["https://10.0.0.11:2379"] = true }},
+		{name: "member count", node: "", id: "etcd.count", want: "2 etcd members for 1", setup: func(o *Options, e *etcdtest.Cluster) {
+			e.Members = append(e.Members, &etcdserverpb.Member{ID: 2, Name: "cpX", ClientURLs: []string{"https://10.0.0.19:2379"}})
 		}},
-		{name: "apiserver pod not ready", node: "cp1", id: "pod.kube-apiserver", want: "not running", setup: func(o *Options, e *fakeEtcd) {
+		{name: "apiserver pod not ready", node: "cp1", id: "pod.kube-apiserver", want: "not running", setup: func(o *Options, e *etcdtest.Cluster) {
 			p, _ := o.Client.CoreV1().Pods("kube-system").Get(context.Background(), "kube-apiserver-cp1", metav1.GetOptions{})
 			p.Status.Phase = corev1.PodPending
 			_, _ = o.Client.CoreV1().Pods("kube-system").UpdateStatus(context.Background(), p, metav1.UpdateOptions{})
 		}},
-		{name: "livez with another CA", node: "cp1", id: "apiserver.livez", want: "certificate", setup: func(o *Options, e *fakeEtcd) { o.CA = x509.NewCertPool() }},
+		{name: "livez with another CA", node: "cp1", id: "apiserver.livez", want: "certificate", setup: func(o *Options, e *etcdtest.Cluster) { o.CA = x509.NewCertPool() }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o, e, _ := cluster(t, tc.objs...)
