@@ -74,7 +74,6 @@ func staticPods(nodeName, apiEndpoint string) []runtime.Object {
 	return out
 }
 
-
 func byID(r *Report, node, id string) Check {
 	for _, c := range r.Checks {
 		if c.ID == id && c.Node == node {
