@@ -4,12 +4,13 @@ import (
 	"context"
 
 	"kjoin.dev/kjoin/cri"
+	"kjoin.dev/kjoin/host"
 )
 
-// DialRuntime connects to a CRI runtime service on a unix socket (unix:///path), under root
-// (the host root the paths live under; "/" on a real node).
-func DialRuntime(root string) func(ctx context.Context, endpoint string) (Runtime, error) {
+// DialRuntime connects to a CRI runtime service on a unix socket (unix:///path) under the
+// host's root (e.Paths; "/" on a real node).
+func DialRuntime(e *host.Env) func(ctx context.Context, endpoint string) (Runtime, error) {
 	return func(_ context.Context, endpoint string) (Runtime, error) {
-		return cri.Dial(root, endpoint)
+		return cri.Dial(e.Paths.Root, endpoint)
 	}
 }

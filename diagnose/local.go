@@ -72,7 +72,11 @@ func (g *diagnosis) kubeletChecks(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(cctx, http.MethodGet, url, nil)
-	resp, err := http.DefaultClient.Do(req)
+	client := http.DefaultClient
+	if g.e.HTTPClient != nil {
+		client = g.e.HTTPClient(nil) // the kubelet's plain-HTTP healthz: no TLS roots
+	}
+	resp, err := client.Do(req)
 	switch {
 	case err != nil:
 		g.fail("kubelet.healthz", "the kubelet does not answer /healthz", err.Error())

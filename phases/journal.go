@@ -93,6 +93,7 @@ func checkJournalFile(e *host.Env) error {
 		return operr.Newf(operr.Preflight, "the join journal %s has mode %04o, not 0600; kjoin will not act on what it lists", JournalPath, st.Mode().Perm()).
 			WithHint(hint)
 	}
+	// The real process's uid, not e.Geteuid: the file's owner is compared with who acts on it.
 	if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Uid != 0 && int(sys.Uid) != os.Geteuid() {
 		return operr.Newf(operr.Preflight, "the join journal %s is owned by uid %d, not root; kjoin will not act on what it lists", JournalPath, sys.Uid).
 			WithHint(hint)

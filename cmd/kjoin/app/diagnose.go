@@ -52,7 +52,7 @@ func runDiagnose(ctx context.Context, deps *Deps, o *DiagnoseOptions) error {
 	env := deps.NewEnv(o.Root, 0)
 	var dialer net.Dialer
 	rep := diagnose.Run(ctx, diagnose.Deps{
-		Host: env, NodeName: o.NodeName, Runtime: diagnose.DialRuntime(o.Root), Statfs: statfs,
+		Host: env, NodeName: o.NodeName, Runtime: diagnose.DialRuntime(env), Statfs: statfs,
 		LookupHost: net.DefaultResolver.LookupHost, Dial: dialer.DialContext,
 	})
 	var failure error
