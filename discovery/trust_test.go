@@ -17,7 +17,7 @@ import (
 
 var localhost = []net.IP{net.ParseIP("127.0.0.1")}
 
-// Finding 1: a bundle of the real CA and an attacker's CA, signed with the token the attacker
+// A bundle of the real CA and an attacker's CA, signed with the token the attacker
 // knows, served over TLS from the attacker's CA. The pin matches the real CA; before the fix
 // every CA in the bundle was trusted and the token went to the attacker.
 func TestBundleWithUnpinnedCAIsRefused(t *testing.T) {
@@ -85,7 +85,7 @@ func TestCADataIsExactlyThePinnedCA(t *testing.T) {
 	}
 }
 
-// Finding 2: an impostor with a foreign CA and no signatures is refused at once, not waited on.
+// An impostor with a foreign CA and no signatures is refused at once, not waited on.
 func TestUnsignedImpostorRefusedAtOnce(t *testing.T) {
 	realCA, _ := newCA(t)
 	foreignCA, foreignIssue := newCA(t)
@@ -141,7 +141,7 @@ func TestProvenServerIsWaitedOnForSignature(t *testing.T) {
 	}
 }
 
-// Finding 3: a single slow call is retried within the discovery timeout.
+// A single slow call is retried within the discovery timeout.
 func TestSlowCallIsRetried(t *testing.T) {
 	ca, issue := newCA(t)
 	var calls atomic.Int32

@@ -15,7 +15,7 @@ import (
 	"kjoin.dev/kjoin/pki"
 )
 
-// Finding 8: the CA downloaded from kubeadm-certs must be the CA discovery pinned.
+// The CA downloaded from kubeadm-certs must be the CA discovery pinned.
 func TestUploadedCAMustBeThePinnedCA(t *testing.T) {
 	t.Parallel()
 	newCA := func() []byte {

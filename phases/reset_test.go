@@ -24,7 +24,7 @@ func writeHost(t *testing.T, e *host.Env, hostPath, content string, mode os.File
 	}
 }
 
-// Finding 7: reset deletes only its own files, whatever the journal lists.
+// Reset deletes only its own files, whatever the journal lists.
 func TestResetDeletesOnlyItsOwn(t *testing.T) {
 	t.Parallel()
 	h := newTestHost(t)

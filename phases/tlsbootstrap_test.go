@@ -19,7 +19,7 @@ import (
 	"kjoin.dev/kjoin/tlsbootstrap"
 )
 
-// issueWith returns a signer that issues whatever cfg says, for pub (nil: the CSR's own key).
+// IssueWith returns a signer that issues whatever cfg says, for pub (nil: the CSR's own key).
 func issueWith(h *testHost, cfg func(*pki.CertConfig), pub func(req *x509.CertificateRequest) any) func(*certificatesv1.CertificateSigningRequest) error {
 	return func(csr *certificatesv1.CertificateSigningRequest) error {
 		req, err := parseCSR(csr.Spec.Request)
@@ -56,7 +56,7 @@ func mustPEM(p []byte) []byte {
 	return b.Bytes
 }
 
-// Finding 6: what the cluster issues is verified before it is installed; a bad certificate
+// What the cluster issues is verified before it is installed; a bad certificate
 // is refused, nothing is installed and the CSR is not resumed later.
 func TestIssuedCertificateIsVerified(t *testing.T) {
 	t.Parallel()

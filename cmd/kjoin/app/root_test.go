@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// Finding 8: KJOIN_TOKEN and KJOIN_CERTIFICATE_KEY must not reach child processes.
+// KJOIN_TOKEN and KJOIN_CERTIFICATE_KEY must not reach child processes.
 func TestSecretEnvIsNotInherited(t *testing.T) {
 	t.Setenv("KJOIN_TOKEN", "abcdef.0123456789abcdef")
 	t.Setenv("KJOIN_CERTIFICATE_KEY", "k3y")
