@@ -9,6 +9,7 @@ import (
 
 	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/phases"
+	"kjoin.dev/kjoin/workflow"
 )
 
 const (
@@ -25,7 +26,7 @@ func base() Flags {
 
 func resolve(t *testing.T, f Flags, env map[string]string) (*Result, error) {
 	t.Helper()
-	return Resolve(f, Sources{Stdin: strings.NewReader(""), Getenv: func(k string) string { return env[k] }}, phases.Names(phases.Join))
+	return Resolve(f, Sources{Stdin: strings.NewReader(""), Getenv: func(k string) string { return env[k] }}, workflow.Names(phases.Join))
 }
 
 func writeFile(t *testing.T, dir, name, content string, mode os.FileMode) string {

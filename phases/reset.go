@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"kjoin.dev/kjoin/host"
+	"kjoin.dev/kjoin/workflow"
 )
 
 // ResetOptions configure kjoin reset.
@@ -36,11 +37,12 @@ type ResetReport struct {
 	Warnings          []string      `json:"warnings"`
 }
 
-// ResetState is what the reset phases read and write, beside the shared State fields
-// (Journal, Warnings, Changed).
+// ResetState is what the reset phases read and write.
 type ResetState struct {
 	Opts   ResetOptions
 	Report *ResetReport
+	// Journal is the node's join journal (empty when the node has none).
+	Journal *Journal
 	// Journaled reports that the node holds a join journal: then reset removes exactly the
 	// files it lists, else (a node kubeadm joined) kubeadm's exact file list.
 	Journaled bool
@@ -51,12 +53,16 @@ type ResetState struct {
 	// EtcdDataMayGo is set once this node's etcd member is out of the cluster (or never was
 	// in it), or with --allow-etcd-quorum-loss: only then is the etcd data wiped.
 	EtcdDataMayGo bool
+	Record
 }
+
+// ResetPhase is one step of the reset.
+type ResetPhase = workflow.Phase[*ResetState]
 
 // ResetWorkflow undoes a join, in this order: the Node (with --delete-node), the etcd member
 // (refused when that would break quorum, unless forced), the static pods, the kubelet, the
 // Node's Ready condition, then the files the join wrote.
-var ResetWorkflow = []Phase{ResetDeleteNode, ResetEtcdMember, ResetStaticPods, ResetKubelet, ResetMarkNode, ResetFiles}
+var ResetWorkflow = []ResetPhase{ResetDeleteNode, ResetEtcdMember, ResetStaticPods, ResetKubelet, ResetMarkNode, ResetFiles}
 
 // Reset runs the reset workflow on this node (skipping the named phases) and reports what
 // it did. It is idempotent: a second run changes nothing.
@@ -70,7 +76,7 @@ func Reset(ctx context.Context, e *host.Env, o ResetOptions, skip []string) (*Re
 	if r.Node == "" {
 		r.Node = host.NodeNameFromCert(e)
 	}
-	rs := &ResetState{Opts: o, Report: r, EtcdDataMayGo: o.AllowEtcdQuorumLoss, APIServerPort: 6443}
+	rs := &ResetState{Opts: o, Report: r, Journal: j, EtcdDataMayGo: o.AllowEtcdQuorumLoss, APIServerPort: 6443}
 	rs.Journaled = e.Exists(JournalPath)
 	etcdManifest := path.Join(host.ManifestsDir, "etcd.yaml")
 	if !rs.Journaled || j.Adopted || j.Owns(etcdManifest) {
@@ -86,8 +92,11 @@ func Reset(ctx context.Context, e *host.Env, o ResetOptions, skip []string) (*Re
 	if j.Role == "control-plane" {
 		r.Role = "control-plane"
 	}
-	s := &State{Journal: j, Reset: rs}
-	results, err := Run(ctx, e, s, ResetWorkflow, RunOptions{Skip: skip, KeepJournal: true})
+	s := rs
+	results, err := workflow.Run(ctx, e, rs, ResetWorkflow, workflow.Options{Skip: skip}, workflow.Hooks[*ResetState]{
+		Changes: func(s *ResetState) int { return s.changes },
+		Again:   "run the same command again to finish the reset",
+	})
 	r.Phases, r.Changed = results, s.Changed()
 	if r.Phases == nil {
 		r.Phases = []PhaseResult{}

@@ -12,24 +12,24 @@ import (
 
 // ResetDeleteNode deletes the Node object with admin credentials (--delete-node).
 //
-//	Reads:  s.Reset (Opts.DeleteNode, Opts.Kubeconfig, Report.Node)
-//	Writes: s.Reset.Report.NodeDeleted
-var ResetDeleteNode = Phase{
+//	Reads:  s.Opts (DeleteNode, Kubeconfig), s.Report.Node
+//	Writes: s.Report.NodeDeleted
+var ResetDeleteNode = ResetPhase{
 	Name: "delete-node", Short: "Delete the Node object (--delete-node)", Run: runResetDeleteNode,
-	Skip: func(s *State) string {
+	Skip: func(s *ResetState) string {
 		switch {
-		case !s.Reset.Opts.DeleteNode:
+		case !s.Opts.DeleteNode:
 			return "no --delete-node"
-		case s.Reset.Report.Node == "":
+		case s.Report.Node == "":
 			return "no node name known"
 		}
 		return ""
 	},
 }
 
-func runResetDeleteNode(ctx context.Context, e *host.Env, s *State) error {
-	r := s.Reset.Report
-	if err := deleteNode(ctx, e, s.Reset.Opts.Kubeconfig, r.Node); err != nil {
+func runResetDeleteNode(ctx context.Context, e *host.Env, s *ResetState) error {
+	r := s.Report
+	if err := deleteNode(ctx, e, s.Opts.Kubeconfig, r.Node); err != nil {
 		return err
 	}
 	r.NodeDeleted = true

@@ -16,29 +16,29 @@ import (
 // ResetEtcdMember removes this node's etcd member, refusing when that would cost etcd its
 // quorum (or remove its last member) unless --allow-etcd-quorum-loss.
 //
-//	Reads:  s.Reset (EtcdManifest, Opts.AllowEtcdQuorumLoss); the etcd client certificate named by the manifest
-//	Writes: s.Reset.Report.EtcdMemberRemoved, s.Reset.EtcdDataMayGo
-var ResetEtcdMember = Phase{
+//	Reads:  s.EtcdManifest, s.Opts.AllowEtcdQuorumLoss; the etcd client certificate named by the manifest
+//	Writes: s.Report.EtcdMemberRemoved, s.EtcdDataMayGo
+var ResetEtcdMember = ResetPhase{
 	Name: "remove-etcd-member", Short: "Remove this node's etcd member (quorum-checked)", Run: runResetEtcdMember,
-	Skip: func(s *State) string {
-		if len(s.Reset.EtcdManifest) == 0 {
+	Skip: func(s *ResetState) string {
+		if len(s.EtcdManifest) == 0 {
 			return "no local etcd"
 		}
 		return ""
 	},
 }
 
-func runResetEtcdMember(ctx context.Context, e *host.Env, s *State) error {
+func runResetEtcdMember(ctx context.Context, e *host.Env, s *ResetState) error {
 	warn := func(format string, a ...any) { s.Warn(e, "remove-etcd-member", format, a...) }
-	id, gone, err := removeEtcdMember(ctx, e, s.Reset.EtcdManifest, s.Reset.Opts.AllowEtcdQuorumLoss, warn)
+	id, gone, err := removeEtcdMember(ctx, e, s.EtcdManifest, s.Opts.AllowEtcdQuorumLoss, warn)
 	if err != nil {
 		return err
 	}
 	if id != "" {
-		s.Reset.Report.EtcdMemberRemoved = id
+		s.Report.EtcdMemberRemoved = id
 		s.MarkChanged()
 	}
-	s.Reset.EtcdDataMayGo = s.Reset.EtcdDataMayGo || gone
+	s.EtcdDataMayGo = s.EtcdDataMayGo || gone
 	return nil
 }
 

@@ -35,21 +35,21 @@ var kubeletClientPEM = regexp.MustCompile(`^kubelet-client-\d{4}-\d{2}-\d{2}-\d{
 // ResetFiles removes exactly what the join wrote: the journal's files (and the kubelet's
 // rotations of the client certificate the join installed), or kubeadm's exact file list for
 // nodes kubeadm joined, confined to the join's directories, then the journal. Of the etcd
-// data directory only the member's data (member/) goes, and only when s.Reset.EtcdDataMayGo.
+// data directory only the member's data (member/) goes, and only when s.EtcdDataMayGo.
 //
-//	Reads:  s.Journal, s.Reset (Journaled, EtcdManifest, EtcdDataMayGo)
-//	Writes: s.Reset.Report.RemovedFiles; removes host files and the journal
-var ResetFiles = Phase{Name: "remove-files", Short: "Remove the files the join wrote, then the journal", Run: runResetFiles}
+//	Reads:  s.Journal, s.Journaled, s.EtcdManifest, s.EtcdDataMayGo
+//	Writes: s.Report.RemovedFiles; removes host files and the journal
+var ResetFiles = ResetPhase{Name: "remove-files", Short: "Remove the files the join wrote, then the journal", Run: runResetFiles}
 
 // resetTargets are the files of the join's record reset removes for this node, before
 // confinement: the journal's, or kubeadm's exact list.
-func resetTargets(s *State) []string {
+func resetTargets(s *ResetState) []string {
 	j := s.Journal
 	var targets []string
-	if !s.Reset.Journaled || j.Adopted {
+	if !s.Journaled || j.Adopted {
 		targets = slices.Clone(kubeadmFiles)
 	}
-	if s.Reset.Journaled {
+	if s.Journaled {
 		targets = append(targets, j.Files...)
 		if j.PendingKey == pendingKeyPath {
 			targets = append(targets, j.PendingKey)
@@ -71,12 +71,12 @@ func kubeletClientRotations(e *host.Env) []string {
 	return out
 }
 
-func runResetFiles(_ context.Context, e *host.Env, s *State) error {
-	r := s.Reset.Report
+func runResetFiles(_ context.Context, e *host.Env, s *ResetState) error {
+	r := s.Report
 	warn := func(format string, a ...any) { s.Warn(e, "remove-files", format, a...) }
 	targets := append(resetTargets(s), kubeletClientRotations(e)...)
 	allowed := []string{host.KubernetesDir, host.KubeletDir, path.Dir(JournalPath)}
-	if dir := etcdDataDir(s.Reset.EtcdManifest); dir != "" {
+	if dir := etcdDataDir(s.EtcdManifest); dir != "" {
 		if err := checkEtcdDataDir(e, dir); err != nil {
 			warn("not touching the etcd data directory: %v", err)
 		} else {
@@ -85,7 +85,7 @@ func runResetFiles(_ context.Context, e *host.Env, s *State) error {
 			member := path.Join(dir, etcdMemberData)
 			switch {
 			case !e.Exists(member):
-			case s.Reset.EtcdDataMayGo:
+			case s.EtcdDataMayGo:
 				targets = append(targets, member)
 			default:
 				warn("kept the etcd data in %s: this node's member may still be in the cluster (remove it with etcdctl member remove, then delete the data, or use --allow-etcd-quorum-loss)", member)

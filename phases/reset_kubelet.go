@@ -9,10 +9,10 @@ import (
 // ResetKubelet stops the kubelet.
 //
 //	Reads:  the kubelet service state
-//	Writes: s.Reset.Report.KubeletStopped
-var ResetKubelet = Phase{Name: "stop-kubelet", Short: "Stop the kubelet", Run: runResetKubelet}
+//	Writes: s.Report.KubeletStopped
+var ResetKubelet = ResetPhase{Name: "stop-kubelet", Short: "Stop the kubelet", Run: runResetKubelet}
 
-func runResetKubelet(ctx context.Context, e *host.Env, s *State) error {
+func runResetKubelet(ctx context.Context, e *host.Env, s *ResetState) error {
 	if _, err := e.Exec.Run(ctx, "systemctl", "is-active", "--quiet", "kubelet"); err != nil {
 		return nil
 	}
@@ -20,7 +20,7 @@ func runResetKubelet(ctx context.Context, e *host.Env, s *State) error {
 		s.Warn(e, "stop-kubelet", "could not stop the kubelet: %v", err)
 		return nil
 	}
-	s.Reset.Report.KubeletStopped = true
+	s.Report.KubeletStopped = true
 	s.MarkChanged()
 	e.Logf("stop-kubelet", "stopped the kubelet")
 	return nil

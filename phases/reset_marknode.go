@@ -17,12 +17,12 @@ import (
 // stopped (Ready=Unknown), rather than after the node monitor's grace period: a Ready Node
 // would block re-joining under the same name.
 //
-//	Reads:  s.Reset.Report (Node, KubeletStopped, NodeDeleted), s.Journal.Endpoint; kubelet.conf
+//	Reads:  s.Report (Node, KubeletStopped, NodeDeleted), s.Journal.Endpoint; kubelet.conf
 //	Writes: the Node's Ready condition
-var ResetMarkNode = Phase{
+var ResetMarkNode = ResetPhase{
 	Name: "mark-node", Short: "Mark the Node not ready", Run: runResetMarkNode,
-	Skip: func(s *State) string {
-		r := s.Reset.Report
+	Skip: func(s *ResetState) string {
+		r := s.Report
 		switch {
 		case r.NodeDeleted:
 			return "Node deleted"
@@ -35,8 +35,8 @@ var ResetMarkNode = Phase{
 	},
 }
 
-func runResetMarkNode(ctx context.Context, e *host.Env, s *State) error {
-	r := s.Reset.Report
+func runResetMarkNode(ctx context.Context, e *host.Env, s *ResetState) error {
+	r := s.Report
 	if err := markNodeGone(ctx, e, r.Node, clusterServer(e, s.Journal)); err != nil {
 		s.Warn(e, "mark-node", "could not mark Node %q not ready (%v); it turns NotReady after the node monitor grace period", r.Node, err)
 		return nil

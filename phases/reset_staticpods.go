@@ -14,12 +14,12 @@ import (
 // it stops them) and waits until their ports are free: those the journal lists, or kubeadm's
 // four on a node kubeadm joined, never another static pod (an operator's kube-vip.yaml).
 //
-//	Reads:  s.Journal, s.Reset (Journaled, APIServerPort); /etc/kubernetes/manifests
-//	Writes: s.Reset.Report.RemovedFiles
-var ResetStaticPods = Phase{Name: "remove-static-pods", Short: "Remove the join's static pod manifests and wait for their ports", Run: runResetStaticPods}
+//	Reads:  s.Journal, s.Journaled, s.APIServerPort; /etc/kubernetes/manifests
+//	Writes: s.Report.RemovedFiles
+var ResetStaticPods = ResetPhase{Name: "remove-static-pods", Short: "Remove the join's static pod manifests and wait for their ports", Run: runResetStaticPods}
 
-func runResetStaticPods(ctx context.Context, e *host.Env, s *State) error {
-	r := s.Reset.Report
+func runResetStaticPods(ctx context.Context, e *host.Env, s *ResetState) error {
+	r := s.Report
 	removed := 0
 	for _, t := range resetTargets(s) {
 		if path.Dir(path.Clean(t)) != host.ManifestsDir || !strings.HasSuffix(t, ".yaml") {
@@ -40,7 +40,7 @@ func runResetStaticPods(ctx context.Context, e *host.Env, s *State) error {
 		}
 	}
 	if removed > 0 {
-		waitPortsFree(ctx, e, []int{s.Reset.APIServerPort, 2379, 2380, 10257, 10259}, 60*time.Second)
+		waitPortsFree(ctx, e, []int{s.APIServerPort, 2379, 2380, 10257, 10259}, 60*time.Second)
 	}
 	return nil
 }

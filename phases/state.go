@@ -83,15 +83,6 @@ type Options struct {
 	ReadyGrace time.Duration
 }
 
-// PhaseResult is how one phase went.
-type PhaseResult struct {
-	Name     string        `json:"name"`
-	Status   string        `json:"status"` // ran | skipped | unchanged | failed
-	Reason   string        `json:"reason,omitempty"`
-	Duration time.Duration `json:"-"`
-	Millis   int64         `json:"durationMs"`
-}
-
 // PlannedWrite is a file a dry run would have written.
 type PlannedWrite struct {
 	Path string      `json:"path"`
@@ -138,32 +129,35 @@ type State struct {
 	PlannedWrites []PlannedWrite
 	PlannedAPI    []string
 
-	// Reset is the reset workflow's own state (nil in a join).
-	Reset *ResetState
-
 	// Journal is the on-node record of this (or an interrupted earlier) join.
 	Journal *Journal
 	// Own is true when this node's existing files belong to this same join (journal or a
 	// node already joined to this cluster), so re-runs converge instead of failing preflight.
 	Own bool
 
+	Started time.Time
+	Record
+}
+
+// Record is what every workflow's state keeps of its run: the changes it made and its
+// warnings.
+type Record struct {
 	Warnings []string
-	Started  time.Time
 	// changes counts the changes made to the host or the cluster: the one record of change
 	// (a phase that made none reports "unchanged").
 	changes int
 }
 
 // MarkChanged records a change to the host or the cluster.
-func (s *State) MarkChanged() { s.changes++ }
+func (r *Record) MarkChanged() { r.changes++ }
 
 // Changed reports whether anything on the host or in the cluster was changed.
-func (s *State) Changed() bool { return s.changes > 0 }
+func (r *Record) Changed() bool { return r.changes > 0 }
 
 // Warn records a warning (printed and reported in JSON).
-func (s *State) Warn(e *host.Env, phase, format string, args ...any) {
+func (r *Record) Warn(e *host.Env, phase, format string, args ...any) {
 	e.Logf(phase, "WARNING: "+format, args...)
-	s.Warnings = append(s.Warnings, "["+phase+"] "+sprintf(format, args...))
+	r.Warnings = append(r.Warnings, "["+phase+"] "+sprintf(format, args...))
 }
 
 // WriteFile writes a host file atomically (recording it in the journal), or records it in a

@@ -16,6 +16,7 @@ import (
 	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/phases"
 	"kjoin.dev/kjoin/token"
+	"kjoin.dev/kjoin/workflow"
 )
 
 const joinLong = `Join this machine to a cluster made by kubeadm init, as a worker or (with --control-plane)
@@ -113,7 +114,7 @@ func bindJoinFlags(f *pflag.FlagSet, o *JoinOptions) {
 
 // resolve validates the flags (and --config) into phase options, before any host probe.
 func (o *JoinOptions) resolve(deps *Deps) (*joinconfig.Result, error) {
-	return joinconfig.Resolve(o.Flags, joinconfig.Sources{Stdin: deps.In, Getenv: deps.Getenv}, phases.Names(phases.Join))
+	return joinconfig.Resolve(o.Flags, joinconfig.Sources{Stdin: deps.In, Getenv: deps.Getenv}, workflow.Names(phases.Join))
 }
 
 // JoinReport is the JSON result of kjoin join.
@@ -164,7 +165,7 @@ func runJoin(cmd *cobra.Command, deps *Deps, o *JoinOptions) error {
 	if err == nil {
 		err = phases.Defaults(env, &po)
 	}
-	s := &phases.State{Opts: po, Warnings: warnings}
+	s := &phases.State{Opts: po, Record: phases.Record{Warnings: warnings}}
 	var results []phases.PhaseResult
 	if err == nil {
 		afterPhase, at := faultHook(deps.Getenv)

@@ -10,6 +10,7 @@ import (
 
 	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/phases"
+	"kjoin.dev/kjoin/workflow"
 )
 
 // ResetOptions are the flags of kjoin reset.
@@ -29,7 +30,7 @@ func NewCmdReset(deps *Deps) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "reset",
 		Short: "Undo a join on this node (kjoin's or kubeadm's): etcd member, static pods, kubelet, files",
-		Long: `Undo what a join did on this node, as a workflow of phases (` + joinNames(phases.ResetWorkflow) + `).
+		Long: `Undo what a join did on this node, as a workflow of phases (` + strings.Join(workflow.Names(phases.ResetWorkflow), ", ") + `).
 A control plane first removes its own etcd member (refused, with the reason, when that would
 cost etcd its quorum; --allow-etcd-quorum-loss overrides) and its static pods; then the kubelet
 is stopped, the Node is marked not ready and the files the join wrote are removed: those in the
@@ -48,7 +49,7 @@ Running it again does nothing.`,
 	f.BoolVar(&o.AllowEtcdQuorumLoss, "allow-etcd-quorum-loss", false, "remove this node's etcd member (and let its data go) even if etcd then loses quorum or its last member")
 	f.BoolVar(&o.DeleteNode, "delete-node", false, "also delete the Node object (admin credentials)")
 	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "admin kubeconfig for --delete-node (default /etc/kubernetes/admin.conf)")
-	f.StringSliceVar(&o.SkipPhases, "skip-phases", nil, "reset phases to skip ("+joinNames(phases.ResetWorkflow)+")")
+	f.StringSliceVar(&o.SkipPhases, "skip-phases", nil, "reset phases to skip ("+strings.Join(workflow.Names(phases.ResetWorkflow), ", ")+")")
 	f.StringVarP(&o.Output, "output", "o", "text", "output format: text or json")
 	f.IntVarP(&o.Verbosity, "v", "v", 0, "log verbosity")
 	f.StringVar(&o.Root, "root", "/", "host root directory (for tests)")
@@ -104,5 +105,3 @@ func confirmReset(deps *Deps, o *ResetOptions) error {
 	}
 	return operr.New(operr.Other, "reset aborted: not confirmed", "answer y, or pass -f/--force to skip the question")
 }
-
-func joinNames(workflow []phases.Phase) string { return strings.Join(phases.Names(workflow), ", ") }

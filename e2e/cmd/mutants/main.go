@@ -30,7 +30,7 @@ var mutations = []mutation{
 	{"diagnose/verdict.go", "\t{\"kubelet.service\", \"the kubelet is not running\", \"start it: systemctl start kubelet; then journalctl -xeu kubelet for why it stopped\"},", "", "./diagnose", "TestVerdictOrder"},
 	{"phases/etcdjoin.go", "\t\t\treturn os.RemoveAll(e.Paths.Of(path.Join(dataDir, etcdMemberData)))", "\t\t\treturn os.RemoveAll(e.Paths.Of(dataDir))", "./phases", "TestFailedEtcdJoin"},
 	{"phases/etcd_datadir.go", "\tif slices.Contains(systemDirs, clean) {", "\tif false {", "./phases", "TestControlPlaneJoinRefusesASystem|TestWhatKjoin"},
-	{"phases/reset_files.go", "\tif !s.Reset.Journaled || j.Adopted {", "\tif true {", "./phases", "TestResetWithJournal"},
+	{"phases/reset_files.go", "\tif !s.Journaled || j.Adopted {", "\tif true {", "./phases", "TestResetWithJournal"},
 	{"manifests/manifests.go", "\tif ip := net.ParseIP(advertise); ip != nil && ip.To4() == nil {", "\tif false {", "./manifests", "TestRenderMatchesKubeadmOfEachMinor"},
 	{"phases/versioncheck.go", "\tif !info.RuntimeConfig {", "\tif false {", "./phases", "TestRuntimeCheck"},
 	{"phases/versioncheck.go", "\t\tcase !cri.SameImage(info.SandboxImage, want):", "\t\tcase false:", "./phases", "TestRuntimeCheck"},

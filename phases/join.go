@@ -1,0 +1,7 @@
+package phases
+
+// Join is the join workflow, in order. (ResetWorkflow undoes it.)
+var Join = []Phase{
+	Preflight, Discovery, VersionCheck, ControlPlanePrepare, TLSBootstrap, KubeletConfig, KubeletStart,
+	EtcdJoin, ControlPlaneStart, MarkControlPlane, WaitControlPlane, WaitReady,
+}
