@@ -15,8 +15,9 @@ import (
 // Discovery establishes trust in the cluster (token or file discovery) and builds the
 // bootstrap client that authenticates with the TLS bootstrap token.
 //
-//	Reads:  s.Opts (Endpoint, DiscoveryToken, Pins, UnsafeSkipCAVerification, DiscoveryFile, TLSBootstrapToken, Timeouts)
-//	Writes: s.Discovery, s.BootstrapClient
+//	Reads:  s.Opts (Endpoint, DiscoveryToken, Pins, UnsafeSkipCAVerification, DiscoveryFile, TLSBootstrapToken,
+//	        Timeouts, NodeName, ControlPlane, DryRun)
+//	Writes: s.Discovery, s.BootstrapClient, s.Journal (node, CA pin, endpoint, role), s.Warnings (clock skew)
 var Discovery = Phase{ReadOnly: true, Name: "discovery", Short: "Fetch and verify cluster-info (CA pinning)", Run: runDiscovery}
 
 func runDiscovery(ctx context.Context, e *host.Env, s *State) error {

@@ -20,7 +20,8 @@ import (
 // cluster's kube-system/kubelet-config ConfigMap (read with the bootstrap identity),
 // instance-config.yaml and kubeadm-flags.env.
 //
-//	Reads:  s.BootstrapClient, s.Opts (CRISocket, NodeName, Taints, KubeletExtraArgs, PatchesDir)
+//	Reads:  s.BootstrapClient, s.Opts (CRISocket, NodeName, ControlPlane, Taints, KubeletExtraArgs, PatchesDir,
+//	        Timeouts)
 //	Writes: /var/lib/kubelet/{config.yaml,instance-config.yaml,kubeadm-flags.env}
 var KubeletConfig = Phase{Name: "kubelet-config", Short: "Write the kubelet configuration from the cluster's kubelet-config", Needs: []string{"discovery"}, Run: runKubeletConfig}
 
