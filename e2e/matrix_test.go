@@ -117,20 +117,24 @@ func TestMatrixCell(t *testing.T) {
 		}
 		return nil
 	})
-	step("reset leaves nothing", func() error {
-		for _, h := range []string{"w1", "cp2"} {
-			if r := c.Run(t, h, "kjoin", "reset", "-f"); r.Err != nil {
-				return fmt.Errorf("%s: exit %d: %s", h, r.ExitCode, tail(r.Stderr, 5))
-			}
-			for _, f := range append(append([]string{}, joinFiles...), "/etc/kubernetes/manifests/etcd.yaml", "/etc/kubernetes/manifests/kube-apiserver.yaml", "/var/lib/kjoin/journal.json") {
-				if _, err := os.Lstat(c.HostPath(h, f)); err == nil {
-					return fmt.Errorf("%s: reset left %s", h, f)
-				}
+	step("reset leaves nothing", func() error { return resetLeavesNothing(t, c, "w1", "cp2") })
+}
+
+// resetLeavesNothing runs kjoin reset on each joined host and checks that none of the join's
+// files remain and that etcd is back to cp1 alone.
+func resetLeavesNothing(t *testing.T, c *framework.Cluster, hosts ...string) error {
+	for _, h := range hosts {
+		if r := c.Run(t, h, "kjoin", "reset", "-f"); r.Err != nil {
+			return fmt.Errorf("%s: exit %d: %s", h, r.ExitCode, tail(r.Stderr, 5))
+		}
+		for _, f := range append(append([]string{}, joinFiles...), "/etc/kubernetes/manifests/etcd.yaml", "/etc/kubernetes/manifests/kube-apiserver.yaml", "/var/lib/kjoin/journal.json") {
+			if _, err := os.Lstat(c.HostPath(h, f)); err == nil {
+				return fmt.Errorf("%s: reset left %s", h, f)
 			}
 		}
-		assertEtcdVoters(t, c, 1)
-		return nil
-	})
+	}
+	assertEtcdVoters(t, c, 1)
+	return nil
 }
 
 // checkRuntimeReport compares what the join says of host's runtime (JSON runtime, warnings)
