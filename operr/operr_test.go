@@ -3,6 +3,8 @@ package operr
 import (
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"testing"
 )
 
@@ -43,6 +45,22 @@ func TestExitCodesArePinned(t *testing.T) {
 	for code, reason := range map[Code]string{OK: "ok", Other: "other", Usage: "usage", Preflight: "preflight", Trust: "trust", Auth: "auth", Timeout: "timeout", Busy: "busy", Verify: "verify"} {
 		if code.Reason() != reason {
 			t.Errorf("code %d reason %q, want %q", code, code.Reason(), reason)
+		}
+	}
+}
+
+// The README's exit-code table is operr's (one source for it and kjoin help exit-codes).
+func TestREADMEExitCodes(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "## Exit codes\n\n"+MarkdownTable()+"\n") {
+		t.Errorf("README's exit-code table is not operr.MarkdownTable():\n%s", MarkdownTable())
+	}
+	for _, c := range Codes {
+		if Meanings[c] == "" {
+			t.Errorf("exit code %d has no meaning", c)
 		}
 	}
 }

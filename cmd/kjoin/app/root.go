@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -108,8 +109,40 @@ func NewRootCmd(deps *Deps) *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return operr.Wrap(operr.Usage, err, "", "see kjoin --help")
 	})
-	root.AddCommand(NewCmdJoin(deps, nil), NewCmdToken(deps), NewCmdUploadCerts(deps), NewCmdCerts(deps), NewCmdReset(deps), NewCmdVerify(deps), NewCmdDiagnose(deps), NewCmdNodes(deps), NewCmdVersion(deps))
+	root.AddCommand(NewCmdJoin(deps, nil), NewCmdToken(deps), NewCmdUploadCerts(deps), NewCmdCerts(deps), NewCmdReset(deps), NewCmdVerify(deps), NewCmdDiagnose(deps), NewCmdNodes(deps), NewCmdVersion(deps),
+		&cobra.Command{Use: "exit-codes", Short: "What kjoin's exit codes mean (kjoin help exit-codes)",
+			Long: "kjoin exits with one of these codes (the same in --output json's error.code):\n\n" + operr.TextTable()})
+	refuseUnknownSubcommands(root)
 	return root
+}
+
+// refuseUnknownSubcommands makes every command that only groups others (kjoin, token,
+// certs, join phase) refuse an unknown subcommand with exit 2 and cobra's suggestions, where
+// cobra would print the group's help and exit 0 (a typo in a script would pass silently).
+func refuseUnknownSubcommands(c *cobra.Command) {
+	if c.HasSubCommands() && c.Run == nil && c.RunE == nil {
+		c.Args = cobra.ArbitraryArgs
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			return unknownCommand(cmd, args[0])
+		}
+	}
+	for _, sub := range c.Commands() {
+		refuseUnknownSubcommands(sub)
+	}
+}
+
+func unknownCommand(cmd *cobra.Command, name string) error {
+	hint := "see " + cmd.CommandPath() + " --help"
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // cobra's own default for the root
+	}
+	if s := cmd.SuggestionsFor(name); len(s) > 0 {
+		hint = "did you mean " + cmd.CommandPath() + " " + strings.Join(s, " or ") + "?"
+	}
+	return operr.Newf(operr.Usage, "unknown command %q for %q", name, cmd.CommandPath()).WithHint(hint)
 }
 
 // Build stamps, set with -ldflags "-X kjoin.dev/kjoin/cmd/kjoin/app.Version=..." by make dist;

@@ -1,13 +1,17 @@
 package app
 
 import (
-	"k8s.io/apimachinery/pkg/util/version"
-	"kjoin.dev/kjoin/operr"
+	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/util/version"
+
+	"kjoin.dev/kjoin/operr"
 )
 
 // KJOIN_TOKEN and KJOIN_CERTIFICATE_KEY must not reach child processes.
@@ -93,5 +97,39 @@ func TestErrorJSONRetryable(t *testing.T) {
 	}
 	if !NewErrorJSON(&operr.Error{Code: operr.Other, What: "interrupted", Retryable: true}).Retryable {
 		t.Error("an error marked retryable is not")
+	}
+}
+
+// A typo in a command or subcommand is a usage error (exit 2) naming the nearest command, at
+// every level (kjoin, kjoin token, kjoin join phase), where cobra printed help and exited 0; a
+// group without arguments still prints its help.
+func TestUnknownSubcommandsExit2(t *testing.T) {
+	for args, want := range map[string]string{
+		"joni":                "did you mean kjoin join?",
+		"token lsit":          "did you mean kjoin token list?",
+		"join phase discovry": "did you mean kjoin join phase discovery?",
+		"certs frob":          `unknown command "frob" for "kjoin certs"`,
+	} {
+		deps, _, errb := testDeps("", nil)
+		if code := Run(context.Background(), deps, strings.Fields(args)); code != 2 || !strings.Contains(errb.String(), want) {
+			t.Errorf("kjoin %s: exit %d, %q (want exit 2 and %q)", args, code, errb, want)
+		}
+	}
+	deps, out, _ := testDeps("", nil)
+	if code := Run(context.Background(), deps, []string{"token"}); code != 0 || !strings.Contains(out.String(), "Available Commands") {
+		t.Errorf("kjoin token: exit %d\n%s", code, out)
+	}
+}
+
+// kjoin help exit-codes prints every exit code with its meaning (operr's, the README's).
+func TestHelpExitCodes(t *testing.T) {
+	deps, out, _ := testDeps("", nil)
+	if code := Run(context.Background(), deps, []string{"help", "exit-codes"}); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, c := range operr.Codes {
+		if !strings.Contains(out.String(), fmt.Sprintf("  %d  %-9s  ", c, c.Reason())) {
+			t.Errorf("no line for exit code %d:\n%s", c, out)
+		}
 	}
 }
