@@ -80,6 +80,7 @@ func Run(ctx context.Context, d Deps) *Report {
 		}
 	}
 	g.loadKubeletFiles()
+	g.joinedCheck()
 	g.kubeletChecks(ctx)
 	g.certChecks()
 	apiOK := g.connectivityChecks(ctx)

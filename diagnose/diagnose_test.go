@@ -315,3 +315,21 @@ func TestLocalChecksRunWithoutTheAPIServer(t *testing.T) {
 		t.Errorf("node.conditions: %+v", c)
 	}
 }
+
+// A machine that never joined is told so, not that its kubelet is down.
+func TestNeverJoined(t *testing.T) {
+	n := newNode(t)
+	n.runner.kubeletUp = false
+	if err := os.Remove(filepath.Join(n.root, host.KubeletKubeconfig)); err != nil {
+		t.Fatal(err)
+	}
+	r := verdictOf(t, n)
+	if r.Verdict.Healthy || r.Verdict.CheckID != "node.joined" || !strings.Contains(r.Verdict.Cause, "has not joined") {
+		t.Errorf("verdict %+v", r.Verdict)
+	}
+	if c := check(newVerdict(t), "node.joined"); c.Status != verify.Pass {
+		t.Errorf("a joined node: %+v", c)
+	}
+}
+
+func newVerdict(t *testing.T) *Report { return verdictOf(t, newNode(t)) }

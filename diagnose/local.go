@@ -45,6 +45,16 @@ func (g *diagnosis) loadKubeletFiles() {
 	}
 }
 
+// joinedCheck tells a node that never joined (no kubelet.conf) from a joined one whose kubelet
+// is in trouble: without it every later check would blame the kubelet.
+func (g *diagnosis) joinedCheck() {
+	if !g.e.Exists(host.KubeletKubeconfig) {
+		g.fail("node.joined", "no kubelet.conf: this node has not joined a cluster", host.KubeletKubeconfig+" does not exist")
+		return
+	}
+	g.pass("node.joined", "the node holds a kubelet.conf", host.KubeletKubeconfig)
+}
+
 func (g *diagnosis) cfgString(key, def string) string {
 	if v, ok := g.kubeletCfg[key].(string); ok && v != "" {
 		return v

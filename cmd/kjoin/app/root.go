@@ -113,6 +113,7 @@ func NewRootCmd(deps *Deps) *cobra.Command {
 		&cobra.Command{Use: "exit-codes", Short: "What kjoin's exit codes mean (kjoin help exit-codes)",
 			Long: "kjoin exits with one of these codes (the same in --output json's error.code):\n\n" + operr.TextTable()})
 	refuseUnknownSubcommands(root)
+	addExamples(root)
 	return root
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/version"
 
 	"kjoin.dev/kjoin/operr"
@@ -132,4 +133,25 @@ func TestHelpExitCodes(t *testing.T) {
 			t.Errorf("no line for exit code %d:\n%s", c, out)
 		}
 	}
+}
+
+// Every runnable command's help has an Examples section (cobra's own completion and help
+// commands aside).
+func TestEveryCommandHasExamples(t *testing.T) {
+	deps, _, _ := testDeps("", nil)
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		switch c.Name() {
+		case "completion", "help":
+			return
+		}
+		groups := map[string]bool{"kjoin": true, "kjoin token": true, "kjoin certs": true, "kjoin join phase": true}
+		if c.Runnable() && !groups[c.CommandPath()] && c.Example == "" {
+			t.Errorf("%s has no Examples section", c.CommandPath())
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(NewRootCmd(deps))
 }
