@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,25 +14,73 @@ import (
 
 // NodeInfo is one row of the node map.
 type NodeInfo struct {
-	Name           string    `json:"name"`
-	Role           string    `json:"role"`
-	Ready          string    `json:"ready"`
-	LeaseAge       string    `json:"leaseAge"`
-	InternalIP     string    `json:"internalIP"`
+	Name string `json:"name"`
+	Role string `json:"role"`
+	// Roles are the node-role.kubernetes.io/* labels (sorted; [] for none).
+	Roles      []string `json:"roles"`
+	Ready      string   `json:"ready"`
+	LeaseAge   string   `json:"leaseAge"`
+	InternalIP string   `json:"internalIP"`
+	// InternalIPs are all of them (a dual-stack node has one per family).
+	InternalIPs    []string  `json:"internalIPs"`
 	Zone           string    `json:"zone,omitempty"`
 	InstanceType   string    `json:"instanceType,omitempty"`
 	KubeletVersion string    `json:"kubeletVersion"`
 	Runtime        string    `json:"containerRuntime"`
+	OSImage        string    `json:"osImage,omitempty"`
+	KernelVersion  string    `json:"kernelVersion,omitempty"`
 	JoinedAt       time.Time `json:"joinedAt"`
 	PodCIDR        string    `json:"podCIDR,omitempty"`
 	Taints         []string  `json:"taints"`
 }
 
-// NodeMap lists the cluster's nodes with what an operator looks at first.
-func NodeMap(ctx context.Context, c kubernetes.Interface, clk Clock) ([]NodeInfo, error) {
-	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+// NoNodeError names the selected nodes that do not exist.
+type NoNodeError struct {
+	Names    []string
+	Selector string
+}
+
+func (e *NoNodeError) Error() string {
+	if e.Selector != "" {
+		return fmt.Sprintf("no node %s matching %s", strings.Join(e.Names, ", "), e.Selector)
+	}
+	return "no node " + strings.Join(e.Names, ", ")
+}
+
+// Selection chooses nodes: by name (every one must exist) and by label selector (-l).
+type Selection struct {
+	Names    []string
+	Selector string
+}
+
+// NodeMap lists the cluster's selected nodes with what an operator looks at first: control
+// planes first, then by name.
+func NodeMap(ctx context.Context, c kubernetes.Interface, clk Clock, sel Selection) ([]NodeInfo, error) {
+	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel.Selector})
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	if len(sel.Names) > 0 {
+		want := map[string]bool{}
+		for _, n := range sel.Names {
+			want[n] = true
+		}
+		kept := nodes.Items[:0]
+		for _, n := range nodes.Items {
+			if want[n.Name] {
+				kept = append(kept, n)
+				delete(want, n.Name)
+			}
+		}
+		if len(want) > 0 {
+			missing := make([]string, 0, len(want))
+			for n := range want {
+				missing = append(missing, n)
+			}
+			sort.Strings(missing)
+			return nil, &NoNodeError{Names: missing, Selector: sel.Selector}
+		}
+		nodes.Items = kept
 	}
 	leases := map[string]time.Time{}
 	if ls, err := c.CoordinationV1().Leases("kube-node-lease").List(ctx, metav1.ListOptions{}); err == nil {
@@ -45,7 +94,14 @@ func NodeMap(ctx context.Context, c kubernetes.Interface, clk Clock) ([]NodeInfo
 	for _, n := range nodes.Items {
 		info := NodeInfo{Name: n.Name, Role: "worker", Ready: "Unknown", LeaseAge: "none", KubeletVersion: n.Status.NodeInfo.KubeletVersion,
 			Runtime: n.Status.NodeInfo.ContainerRuntimeVersion, JoinedAt: n.CreationTimestamp.UTC(), PodCIDR: n.Spec.PodCIDR, Taints: []string{},
-			Zone: n.Labels[corev1.LabelTopologyZone], InstanceType: n.Labels[corev1.LabelInstanceTypeStable]}
+			Zone: n.Labels[corev1.LabelTopologyZone], InstanceType: n.Labels[corev1.LabelInstanceTypeStable],
+			OSImage: n.Status.NodeInfo.OSImage, KernelVersion: n.Status.NodeInfo.KernelVersion, Roles: []string{}, InternalIPs: []string{}}
+		for l := range n.Labels {
+			if r, ok := strings.CutPrefix(l, "node-role.kubernetes.io/"); ok && r != "" {
+				info.Roles = append(info.Roles, r)
+			}
+		}
+		sort.Strings(info.Roles)
 		if _, ok := n.Labels[labelControlPlane]; ok {
 			info.Role = "control-plane"
 		}
@@ -55,8 +111,11 @@ func NodeMap(ctx context.Context, c kubernetes.Interface, clk Clock) ([]NodeInfo
 			}
 		}
 		for _, a := range n.Status.Addresses {
-			if a.Type == corev1.NodeInternalIP && info.InternalIP == "" {
-				info.InternalIP = a.Address
+			if a.Type == corev1.NodeInternalIP {
+				if info.InternalIP == "" {
+					info.InternalIP = a.Address
+				}
+				info.InternalIPs = append(info.InternalIPs, a.Address)
 			}
 		}
 		if t, ok := leases[n.Name]; ok {

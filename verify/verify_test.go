@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -261,7 +262,7 @@ func TestWithoutEtcdCertificatesEtcdIsAWarning(t *testing.T) {
 
 func TestNodeMap(t *testing.T) {
 	o, _, _ := cluster(t)
-	rows, err := NodeMap(context.Background(), o.Client, o.Clock)
+	rows, err := NodeMap(context.Background(), o.Client, o.Clock, Selection{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,5 +322,33 @@ func TestLivezOverIPv6(t *testing.T) {
 	}
 	if c := byID(r, "cp1", "apiserver.livez"); c.Status != Pass {
 		t.Errorf("livez over IPv6: %+v", c)
+	}
+}
+
+// The node map's selection (names, label selector), roles from the node-role labels, every
+// InternalIP (both families on a dual-stack node), OS image and kernel.
+func TestNodeMapSelection(t *testing.T) {
+	w2 := node("w2", corev1.ConditionTrue, false)
+	w2.Labels["node-role.kubernetes.io/ingress"] = ""
+	w2.Labels["zone"] = "b"
+	w2.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.102"}, {Type: corev1.NodeInternalIP, Address: "fd00::102"}}
+	w2.Status.NodeInfo.OSImage, w2.Status.NodeInfo.KernelVersion = "Debian GNU/Linux 12 (bookworm)", "6.1.0-40-amd64"
+	o, _, _ := cluster(t, w2)
+	ctx := context.Background()
+	rows, err := NodeMap(ctx, o.Client, o.Clock, Selection{Selector: "zone=b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].Name != "w2" || strings.Join(rows[0].Roles, ",") != "ingress" || strings.Join(rows[0].InternalIPs, ",") != "10.0.0.102,fd00::102" ||
+		rows[0].InternalIP != "10.0.0.102" || rows[0].OSImage != "Debian GNU/Linux 12 (bookworm)" || rows[0].KernelVersion != "6.1.0-40-amd64" {
+		t.Errorf("-l zone=b: %+v", rows)
+	}
+	rows, err = NodeMap(ctx, o.Client, o.Clock, Selection{Names: []string{"w2", "cp1"}})
+	if err != nil || len(rows) != 2 || rows[0].Name != "cp1" || strings.Join(rows[0].Roles, ",") != "control-plane" || rows[1].Name != "w2" {
+		t.Errorf("names cp1 w2: %v %+v", err, rows)
+	}
+	var missing *NoNodeError
+	if _, err := NodeMap(ctx, o.Client, o.Clock, Selection{Names: []string{"w9", "w1", "w8"}}); !errors.As(err, &missing) || err.Error() != "no node w8, w9" {
+		t.Errorf("unknown names: %v", err)
 	}
 }

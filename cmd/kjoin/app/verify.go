@@ -3,12 +3,16 @@ package app
 import (
 	"context"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -160,17 +164,23 @@ func printChecks(w io.Writer, checks []verify.Check) {
 	}
 }
 
-// NodesOptions are the flags of kjoin nodes.
-type NodesOptions struct{ AdminOptions }
+// NodesOptions are the flags and arguments of kjoin nodes.
+type NodesOptions struct {
+	AdminOptions
+	Selector string
+	Names    []string
+}
 
 // NewCmdNodes builds kjoin nodes.
 func NewCmdNodes(deps *Deps) *cobra.Command {
 	o := &NodesOptions{}
 	cmd := &cobra.Command{
-		Use: "nodes", Short: "The cluster's node map: role, Ready, Lease age, IP, zone, versions, joined at, pod CIDR, taints", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runNodes(cmd.Context(), deps, o) },
+		Use: "nodes [NAME...]", Short: "The cluster's node map: role, Ready, Lease age, IPs, zone, versions, OS, joined at, pod CIDR, taints",
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { o.Names = args; return runNodes(cmd.Context(), deps, o) },
 	}
 	bindAdminFlags(cmd, &o.AdminOptions, "text, json or yaml")
+	cmd.Flags().StringVarP(&o.Selector, "selector", "l", "", "label selector (as kubectl's -l), e.g. node-role.kubernetes.io/control-plane")
 	return cmd
 }
 
@@ -182,21 +192,34 @@ func runNodes(ctx context.Context, deps *Deps, o *NodesOptions) error {
 	if err != nil {
 		return err
 	}
-	rows, err := verify.NodeMap(ctx, ac.client, deps.NewEnv(o.Root, 0).Clock)
+	if _, err := labels.Parse(o.Selector); err != nil {
+		return operr.Wrap(operr.Usage, err, "invalid --selector "+strconv.Quote(o.Selector), "a kubectl label selector, e.g. node-role.kubernetes.io/control-plane or zone=a")
+	}
+	rows, err := verify.NodeMap(ctx, ac.client, deps.NewEnv(o.Root, 0).Clock, verify.Selection{Names: o.Names, Selector: o.Selector})
 	if err != nil {
+		var missing *verify.NoNodeError
+		if errors.As(err, &missing) {
+			return operr.Wrap(operr.Usage, err, "", "kjoin nodes lists them all")
+		}
 		return apiError(err, "list", "nodes")
 	}
 	if o.Output != "text" {
 		return printObject(deps.Out, o.Output, rows)
 	}
-	fmt.Fprintf(deps.Out, "%-12s %-13s %-7s %-8s %-15s %-10s %-14s %-9s %-22s %-20s %-16s %s\n",
-		"NAME", "ROLE", "READY", "LEASE", "INTERNAL-IP", "ZONE", "INSTANCE-TYPE", "KUBELET", "RUNTIME", "JOINED", "POD-CIDR", "TAINTS")
+	// tabwriter: long names and versions never shift the columns.
+	w := tabwriter.NewWriter(deps.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NAME\tROLES\tREADY\tLEASE\tINTERNAL-IPS\tZONE\tINSTANCE-TYPE\tKUBELET\tRUNTIME\tOS-IMAGE\tKERNEL\tJOINED\tPOD-CIDR\tTAINTS")
 	for _, r := range rows {
-		fmt.Fprintf(deps.Out, "%-12s %-13s %-7s %-8s %-15s %-10s %-14s %-9s %-22s %-20s %-16s %s\n",
-			r.Name, r.Role, r.Ready, r.LeaseAge, dash(r.InternalIP), dash(r.Zone), dash(r.InstanceType), dash(r.KubeletVersion), dash(r.Runtime),
-			r.JoinedAt.Format(time.RFC3339), dash(r.PodCIDR), dash(strings.Join(r.Taints, ",")))
+		roles := r.Roles
+		if len(roles) == 0 {
+			roles = []string{r.Role}
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			r.Name, strings.Join(roles, ","), r.Ready, r.LeaseAge, dash(strings.Join(r.InternalIPs, ",")), dash(r.Zone), dash(r.InstanceType),
+			dash(r.KubeletVersion), dash(r.Runtime), dash(r.OSImage), dash(r.KernelVersion), r.JoinedAt.Format(time.RFC3339), dash(r.PodCIDR),
+			dash(strings.Join(r.Taints, ",")))
 	}
-	return nil
+	return w.Flush()
 }
 
 func dash(s string) string {
