@@ -24,8 +24,8 @@ $lab kubectl get nodes -o wide
 step "etcd members"
 $lab etcd-members
 
-step "kjoin verify (on cp1, admin credentials): every node, etcd, static pods, /livez"
-$lab exec cp1 kjoin verify || echo "(kjoin verify exit $?: see the failed checks above)"
+step "kjoin verify --wait (on cp1, admin credentials): every node, etcd, static pods, /livez, once they have settled"
+$lab exec cp1 kjoin verify --wait || echo "(kjoin verify exit $?: see the failed checks above)"
 
 step "kjoin diagnose (on w1, the node's own view)"
 $lab exec w1 kjoin diagnose || echo "(kjoin diagnose exit $?: see the verdict above)"

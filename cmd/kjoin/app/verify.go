@@ -28,7 +28,9 @@ type VerifyOptions struct {
 	Kubeconfig string
 	Output     string
 	Timeout    time.Duration
-	Root       string
+	// Wait, when set, repeats the verification until every check passes or Wait has passed.
+	Wait time.Duration
+	Root string
 }
 
 // NewCmdVerify builds kjoin verify.
@@ -46,7 +48,11 @@ API server answering /livez over TLS verified by the cluster CA.
 
 Run it with an admin kubeconfig (default /etc/kubernetes/admin.conf; etcd checks need the etcd
 client certificate of a control plane), or on a joined worker, where it uses the node's own
-kubelet.conf and checks that node. Exit 0 when every check passes, 8 when one fails.`,
+kubelet.conf and checks that node. Exit 0 when every check passes, 8 when one fails.
+
+--wait repeats the verification (as kubectl wait does) until every check passes or its budget
+(default 2m) runs out, saying on stderr which checks it still waits for: right after a join,
+mirror pods, the Lease and the not-ready taint take a few seconds to settle.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Nodes = args
 			return runVerify(cmd.Context(), deps, o)
@@ -55,7 +61,9 @@ kubelet.conf and checks that node. Exit 0 when every check passes, 8 when one fa
 	f := cmd.Flags()
 	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig (default: /etc/kubernetes/admin.conf, else the node's kubelet.conf)")
 	f.StringVarP(&o.Output, "output", "o", "text", "output format: text or json")
-	f.DurationVar(&o.Timeout, "timeout", time.Minute, "how long verification may take")
+	f.DurationVar(&o.Timeout, "timeout", time.Minute, "how long one verification may take")
+	f.DurationVar(&o.Wait, "wait", 0, "repeat until every check passes, for at most this long (--wait alone: 2m)")
+	f.Lookup("wait").NoOptDefVal = "2m"
 	f.StringVar(&o.Root, "root", "/", "host root directory (for tests)")
 	_ = f.MarkHidden("root")
 	return cmd
@@ -68,8 +76,9 @@ func runVerify(ctx context.Context, deps *Deps, o *VerifyOptions) error {
 	if o.Timeout <= 0 {
 		return usage("--timeout must be above zero, not %s", o.Timeout)
 	}
-	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
-	defer cancel()
+	if o.Wait < 0 {
+		return usage("--wait must not be negative, not %s", o.Wait)
+	}
 	env := deps.NewEnv(o.Root, 0)
 	client, cfg, nodes, err := verifyClient(env, o)
 	if err != nil {
@@ -82,7 +91,7 @@ func runVerify(ctx context.Context, deps *Deps, o *VerifyOptions) error {
 	if tlsCfg, err := host.EtcdClientTLS(env, host.PKIDir); err == nil {
 		opts.Etcd = func(eps []string) (etcd.Conn, error) { return env.DialEtcd(eps, tlsCfg) }
 	}
-	rep, err := verify.Run(ctx, opts)
+	rep, err := verifyUntil(ctx, env, deps, o, opts)
 	if err != nil {
 		return operr.Wrap(operr.Other, err, "cannot read the cluster", "check the kubeconfig and that the API server answers")
 	}
@@ -97,6 +106,52 @@ func runVerify(ctx context.Context, deps *Deps, o *VerifyOptions) error {
 	}{rep, NewErrorJSON(failure)}
 	return reportOutcome(deps, o.Output, out, rep.Checks, failure,
 		fmt.Sprintf("verified: %d node(s), %d check(s) passed, %d warning(s)", len(rep.Nodes), len(rep.Checks)-rep.Warned, rep.Warned))
+}
+
+// verifyUntil runs the verification once, or with --wait until every check passes or the
+// budget runs out (then the last report stands), naming on stderr the checks it waits for
+// whenever they change, and every 15 s.
+func verifyUntil(ctx context.Context, env *host.Env, deps *Deps, o *VerifyOptions, opts verify.Options) (*verify.Report, error) {
+	once := func() (*verify.Report, error) {
+		cctx, cancel := context.WithTimeout(ctx, o.Timeout)
+		defer cancel()
+		return verify.Run(cctx, opts)
+	}
+	if o.Wait == 0 {
+		return once()
+	}
+	start := env.Clock.Now()
+	var last *verify.Report
+	var said string
+	var saidAt time.Time
+	err := env.Poll(ctx, time.Second, o.Wait, func(context.Context) (bool, error) {
+		rep, err := once()
+		if err != nil {
+			return false, nil // the API server may be settling too: try again within the budget
+		}
+		last = rep
+		if rep.Failed == 0 {
+			return true, nil
+		}
+		var waiting []string
+		for _, c := range rep.Checks {
+			if c.Status == verify.Fail {
+				waiting = append(waiting, c.Node+"/"+c.ID)
+			}
+		}
+		if w := strings.Join(waiting, ", "); w != said || env.Clock.Since(saidAt) >= 15*time.Second {
+			fmt.Fprintf(deps.Err, "[verify] waiting for %s (%s left)\n", w, (o.Wait - env.Clock.Since(start)).Round(time.Second))
+			said, saidAt = w, env.Clock.Now()
+		}
+		return false, nil
+	})
+	if last == nil {
+		if err == nil {
+			err = errors.New("no verification completed")
+		}
+		return nil, err
+	}
+	return last, nil
 }
 
 // reportOutcome prints what verify or diagnose found: the JSON object, or the checks and then
