@@ -158,6 +158,24 @@ func IsPauseImage(ref string) bool {
 	return ref == "pause" || strings.HasSuffix(ref, "/pause")
 }
 
+// SandboxMatches reports whether the runtime's sandbox image got is the one kubeadm expects
+// (want): the same image, or the same pause tag from another registry (a mirror; neither the
+// join's version check nor diagnose knows the cluster's imageRepository).
+func SandboxMatches(got, want string) bool {
+	if SameImage(got, want) {
+		return true
+	}
+	return IsPauseImage(got) && IsPauseImage(want) && tagOf(got) != "" && tagOf(got) == tagOf(want)
+}
+
+func tagOf(ref string) string {
+	ref, _, _ = strings.Cut(ref, "@")
+	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
+		return ref[i+1:]
+	}
+	return ""
+}
+
 // SameImage compares image references, reading a missing registry as docker.io's the way
 // runtimes do ("pause:3.10" is "docker.io/library/pause:3.10").
 func SameImage(a, b string) bool { return normalImage(a) == normalImage(b) }

@@ -126,4 +126,19 @@ func TestImages(t *testing.T) {
 			t.Errorf("SameImage(%q, %q) = %v", c.a, c.b, got)
 		}
 	}
+	for _, c := range []struct {
+		got  string
+		same bool
+	}{
+		{"registry.k8s.io/pause:3.10.2", true},
+		{"mirror.example.com/k8s/pause:3.10.2", true},
+		{"localhost:5000/pause:3.10.2", true},
+		{"registry.k8s.io/pause:3.10.1", false},
+		{"mirror.example.com/k8s/pause", false},
+		{"registry.k8s.io/not-pause:3.10.2", false},
+	} {
+		if got := SandboxMatches(c.got, "registry.k8s.io/pause:3.10.2"); got != c.same {
+			t.Errorf("SandboxMatches(%q) = %v", c.got, got)
+		}
+	}
 }

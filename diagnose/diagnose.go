@@ -15,6 +15,8 @@ import (
 	"net"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+
 	"kjoin.dev/kjoin/cri"
 	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/verify"
@@ -102,6 +104,8 @@ type diagnosis struct {
 	certPEM    []byte
 	cert       *x509.Certificate
 	kubeletCfg map[string]any
+	// kube is the API client, built once (client)
+	kube kubernetes.Interface
 	// from the checks
 	status map[string]verify.Status
 }

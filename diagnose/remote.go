@@ -183,11 +183,19 @@ func decided(r certificatesv1.CertificateSigningRequest) bool {
 
 // client reads the cluster as the kubelet (admin.conf when present: it may read more).
 func (g *diagnosis) client() (kubernetes.Interface, error) {
+	if g.kube != nil {
+		return g.kube, nil
+	}
 	if g.e.Exists(host.AdminKubeconfig) {
 		if c, _, err := g.e.ClientFromKubeconfig(host.AdminKubeconfig); err == nil {
+			g.kube = c
 			return c, nil
 		}
 	}
-	return g.e.NewClient(&rest.Config{Host: g.server, Timeout: 5 * time.Second, TLSClientConfig: rest.TLSClientConfig{
+	c, err := g.e.NewClient(&rest.Config{Host: g.server, Timeout: 5 * time.Second, TLSClientConfig: rest.TLSClientConfig{
 		CertData: g.certPEM, KeyData: g.certPEM, CAData: g.caPEM}})
+	if err == nil {
+		g.kube = c
+	}
+	return c, err
 }

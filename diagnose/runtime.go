@@ -82,7 +82,7 @@ func (g *diagnosis) describeRuntime(ctx context.Context, rt Runtime) {
 	if c, err := g.client(); err == nil {
 		if v, err := c.Discovery().ServerVersion(); err == nil {
 			if m, err := versions.Minor(v.GitVersion); err == nil {
-				want = versions.PauseImage(m, "")
+				want = versions.PauseImage(m)
 			}
 		}
 	}
@@ -91,19 +91,11 @@ func (g *diagnosis) describeRuntime(ctx context.Context, rt Runtime) {
 		g.warn("cri.sandbox", "the runtime does not report its sandbox image", "expected "+dashIfEmpty(want))
 	case want == "":
 		g.pass("cri.sandbox", "sandbox image "+info.SandboxImage, "read from "+info.SandboxImageFrom+"; the cluster's version is unknown, not compared")
-	case !cri.SameImage(info.SandboxImage, want) && !sameRepoOtherRegistry(info.SandboxImage, want):
+	case !cri.SandboxMatches(info.SandboxImage, want):
 		g.warn("cri.sandbox", fmt.Sprintf("the runtime's sandbox image %s is not %s, the one this cluster's kubeadm uses", info.SandboxImage, want), "read from "+info.SandboxImageFrom)
 	default:
 		g.pass("cri.sandbox", "sandbox image "+info.SandboxImage, "read from "+info.SandboxImageFrom+"; the cluster's kubeadm uses "+want)
 	}
-}
-
-// sameRepoOtherRegistry accepts a mirror: the same pause tag from another registry (diagnose
-// does not read the cluster's imageRepository).
-func sameRepoOtherRegistry(got, want string) bool {
-	_, gt, _ := strings.Cut(got[strings.LastIndex(got, "/")+1:], ":")
-	_, wt, _ := strings.Cut(want[strings.LastIndex(want, "/")+1:], ":")
-	return cri.IsPauseImage(got) && gt != "" && gt == wt
 }
 
 func dashIfEmpty(s string) string {

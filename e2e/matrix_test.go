@@ -229,11 +229,7 @@ type cellRun struct {
 
 func startCell(t *testing.T, c *framework.Cluster, cell string) *cellRun {
 	r := &cellRun{t: t, res: matrix.Result{Cell: cell, Date: time.Now().UTC(), KubeadmVersion: c.K8sVersion, PauseImage: c.PauseImage, Failures: []string{}}}
-	for _, ref := range c.Images {
-		if strings.Contains(ref, "/etcd:") {
-			r.res.EtcdImage = ref
-		}
-	}
+	r.res.EtcdImage = imageOf(c.Images, "etcd")
 	r.res.APIServer = apiServerVersion(c)
 	r.res.Runtime = strings.TrimSpace(c.MustRun(t, "cp1", "containerd", "--version").Stdout)
 	r.res.EtcdVersion = etcdMemberVersion(c, "cp1")
@@ -269,6 +265,16 @@ func (r *cellRun) finish() {
 			f.Close()
 		}
 	}
+}
+
+// imageOf is the reference of a component's image among kubeadm's image list ("" if none).
+func imageOf(images []string, component string) string {
+	for _, ref := range images {
+		if strings.HasPrefix(ref, "registry.k8s.io/"+component+":") {
+			return ref
+		}
+	}
+	return ""
 }
 
 func apiServerVersion(c *framework.Cluster) string {

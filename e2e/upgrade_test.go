@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -138,12 +139,7 @@ func TestMatrixUpgrade(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			want := ""
-			for _, ref := range rel.Images {
-				if strings.HasPrefix(ref, "registry.k8s.io/"+m+":") {
-					want = ref
-				}
-			}
+			want := imageOf(rel.Images, m)
 			if want == "" || !strings.Contains(string(b), "image: "+want+"\n") {
 				return fmt.Errorf("cp2's %s.yaml does not run %q (the target's image)", m, want)
 			}
@@ -152,11 +148,7 @@ func TestMatrixUpgrade(t *testing.T) {
 	})
 	step("etcd has two voters", func() error { assertEtcdVoters(t, c, 2); return nil })
 	rec.res.EtcdVersion = etcdMemberVersion(c, "cp2")
-	for _, ref := range rel.Images {
-		if strings.Contains(ref, "/etcd:") {
-			rec.res.EtcdImage = ref
-		}
-	}
+	rec.res.EtcdImage = imageOf(rel.Images, "etcd")
 	step("kjoin verify", func() error { assertVerified(t, c, 2, "cp2", "w1"); return nil })
 	step("kjoin reset undoes both joins", func() error { return resetLeavesNothing(t, c, "w1", "cp2") })
 }
@@ -214,7 +206,7 @@ func waitStaticPodsRunning(c *framework.Cluster, host string, rel *lab.Release, 
 				}
 			}
 			img := p.Spec.Containers[0].Image
-			if !ready || !strings.Contains(strings.Join(rel.Images, " "), img) {
+			if !ready || !slices.Contains(rel.Images, img) {
 				last = fmt.Sprintf("%s: image %s, ready %v", p.Name, img, ready)
 				return false, nil
 			}

@@ -92,16 +92,15 @@ func Reset(ctx context.Context, e *host.Env, o ResetOptions, skip []string) (*Re
 	if j.Role == "control-plane" {
 		r.Role = "control-plane"
 	}
-	s := rs
 	results, err := workflow.Run(ctx, e, rs, ResetWorkflow, workflow.Options{Skip: skip}, workflow.Hooks[*ResetState]{
 		Changes: func(s *ResetState) int { return s.changes },
 		Again:   "run the same command again to finish the reset",
 	})
-	r.Phases, r.Changed = results, s.Changed()
+	r.Phases, r.Changed = results, rs.Changed()
 	if r.Phases == nil {
 		r.Phases = []PhaseResult{}
 	}
-	r.Warnings = append(r.Warnings, s.Warnings...)
+	r.Warnings = append(r.Warnings, rs.Warnings...)
 	return r, err
 }
 

@@ -33,22 +33,22 @@ type RunOptions struct {
 // first error, wrapped with the phase name. After each phase the journal records it (saved
 // once the join has changed the host, so a refused join writes nothing).
 func Run(ctx context.Context, e *host.Env, s *State, wf []Phase, o RunOptions) ([]PhaseResult, error) {
-	if err := workflow.Check(wf, o.Skip, o.Only); err != nil {
-		return nil, err
-	}
-	if s.Started.IsZero() {
-		s.Started = e.Clock.Now()
-	}
-	if s.Journal == nil && !s.Opts.DryRun {
-		j, err := LoadJournal(e)
-		if err != nil {
-			return nil, journalError(err)
-		}
-		s.Journal = j
-	}
 	return workflow.Run(ctx, e, s, wf, workflow.Options{Skip: o.Skip, Only: o.Only, AfterPhase: o.AfterPhase}, workflow.Hooks[*State]{
 		Changes: func(s *State) int { return s.changes },
 		Again:   "run the same command again to finish the join",
+		Before: func() error {
+			if s.Started.IsZero() {
+				s.Started = e.Clock.Now()
+			}
+			if s.Journal == nil && !s.Opts.DryRun {
+				j, err := LoadJournal(e)
+				if err != nil {
+					return journalError(err)
+				}
+				s.Journal = j
+			}
+			return nil
+		},
 		Done: func(p Phase) error {
 			if s.Journal == nil || s.Opts.DryRun {
 				return nil

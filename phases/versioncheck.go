@@ -16,10 +16,14 @@ import (
 // before anything is written: the cluster (its API server) must run a supported minor, and the
 // local kubelet may be neither newer than the API server nor more than three minors older
 // (kubeadm's KubeletVersion check; control planes are checked again against kubeadm-config's
-// kubernetesVersion in control-plane-prepare).
+// kubernetesVersion in control-plane-prepare). It also asks the container runtime over CRI
+// what it is: a runtime without the RuntimeConfig call is a warning (an error for kubelets from
+// v1.38, which require it), and a sandbox image other than the one this cluster's kubeadm uses
+// is a warning naming both.
 //
-//	Reads:  s.BootstrapClient (the API server's /version), s.Opts (IgnorePreflight); kubelet --version
-//	Writes: s.ClusterVersion, s.KubeletVersion
+//	Reads:  s.BootstrapClient (the API server's /version), s.Opts (IgnorePreflight, CRISocket);
+//	        kubelet --version; the runtime's CRI Version, Status, ListImages and RuntimeConfig
+//	Writes: s.ClusterVersion, s.KubeletVersion, s.Runtime
 var VersionCheck = Phase{ReadOnly: true, Name: "version-check", Short: "Check the cluster's and the kubelet's versions (support window, skew)",
 	Needs: []string{"discovery"}, Run: runVersionCheck}
 
@@ -75,15 +79,11 @@ func checkRuntime(ctx context.Context, e *host.Env, s *State) (string, error) {
 		warnings = append(warnings, msg)
 	}
 	if m, err := versions.Minor(s.ClusterVersion); err == nil {
-		repo := ""
-		if s.Cluster != nil {
-			repo = s.Cluster.ImageRepository
-		}
-		want := versions.PauseImage(m, repo)
+		want := versions.PauseImage(m)
 		switch {
 		case info.SandboxImage == "":
 			e.Debugf("version-check", "the container runtime does not report its sandbox image; expected %s", want)
-		case !cri.SameImage(info.SandboxImage, want):
+		case !cri.SandboxMatches(info.SandboxImage, want):
 			warnings = append(warnings, fmt.Sprintf("the container runtime's sandbox image is %s (read from %s), but Kubernetes %s's kubeadm uses %s: configure the runtime with %s",
 				info.SandboxImage, info.SandboxImageFrom, s.ClusterVersion, want, want))
 		}

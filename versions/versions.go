@@ -101,14 +101,9 @@ func NodeLocalCRISocketLocked(minor int) bool { return clamp(minor) >= 36 }
 // (its constants' PauseVersion).
 var pauseTags = map[int]string{35: "3.10.1", 36: "3.10.2", 37: "3.10.2"}
 
-// PauseImage is the sandbox image this minor's kubeadm expects under repository
-// ("registry.k8s.io" when empty).
-func PauseImage(minor int, repository string) string {
-	if repository == "" {
-		repository = "registry.k8s.io"
-	}
-	return strings.TrimSuffix(repository, "/") + "/pause:" + pauseTags[clamp(minor)]
-}
+// PauseImage is the sandbox image this minor's kubeadm expects (kubeadm's default registry;
+// cri.SandboxMatches accepts the same tag from a mirror).
+func PauseImage(minor int) string { return "registry.k8s.io/pause:" + pauseTags[clamp(minor)] }
 
 // RuntimeConfigRequired is the first kubelet minor that requires the container runtime to
 // implement the CRI RuntimeConfig call (it takes the cgroup driver from the runtime; KEP 4033).

@@ -54,6 +54,9 @@ type Hooks[S any] struct {
 	// Changes counts the changes the state records: a phase that is not read-only and made
 	// none reports "unchanged". Nil: every phase that ran reports "ran".
 	Changes func(S) int
+	// Before runs once the phase names are known good, before the first phase (the join
+	// loads its journal).
+	Before func() error
 	// Done is called after each phase that completed (the join records it in its journal).
 	Done func(p Phase[S]) error
 	// Again says what to do when the run is interrupted between phases.
@@ -69,8 +72,8 @@ func Names[S any](wf []Phase[S]) []string {
 	return n
 }
 
-// Check refuses phase names the workflow does not have (a usage error naming the known ones).
-func Check[S any](wf []Phase[S], names ...[]string) error {
+// check refuses phase names the workflow does not have (a usage error naming the known ones).
+func check[S any](wf []Phase[S], names ...[]string) error {
 	known := map[string]bool{}
 	for _, p := range wf {
 		known[p.Name] = true
@@ -89,8 +92,13 @@ func Check[S any](wf []Phase[S], names ...[]string) error {
 // Run executes the workflow in order and returns the per-phase results. It stops at the
 // first error, wrapped with the phase name.
 func Run[S any](ctx context.Context, e *host.Env, s S, wf []Phase[S], o Options, h Hooks[S]) ([]Result, error) {
-	if err := Check(wf, o.Skip, o.Only); err != nil {
+	if err := check(wf, o.Skip, o.Only); err != nil {
 		return nil, err
+	}
+	if h.Before != nil {
+		if err := h.Before(); err != nil {
+			return nil, err
+		}
 	}
 	skip := toSet(o.Skip)
 	only := toSet(o.Only)

@@ -122,17 +122,26 @@ func (l *Lab) AddHost(ctx context.Context, name string, logf func(string, ...any
 	if err := l.startContainerd(ctx, h); err != nil {
 		return nil, fmt.Errorf("host %s: %w", name, err)
 	}
-	images := []string{"pause.tar"}
-	if IsControlPlane(name) {
-		images = append(images, "control-plane.tar")
-	}
-	for _, img := range images {
-		if r := l.Exec(ctx, name, "ctr", "-n", "k8s.io", "images", "import", "--all-platforms", filepath.Join(l.ImageDir, img)); r.Err != nil {
-			return nil, fmt.Errorf("host %s: import %s: %w", name, img, r.Error())
-		}
+	if err := l.importImages(ctx, name, l.ImageDir); err != nil {
+		return nil, err
 	}
 	logf("host %s up (%s, pods %s) in %s", name, ip, h.PodCIDR, time.Since(start).Round(100*time.Millisecond))
 	return h, nil
+}
+
+// importImages imports the image archives of imageDir into a host's containerd: the pause
+// image everywhere, the control-plane images on control planes.
+func (l *Lab) importImages(ctx context.Context, host, imageDir string) error {
+	images := []string{"pause.tar"}
+	if IsControlPlane(host) {
+		images = append(images, "control-plane.tar")
+	}
+	for _, img := range images {
+		if r := l.Exec(ctx, host, "ctr", "-n", "k8s.io", "images", "import", "--all-platforms", filepath.Join(imageDir, img)); r.Err != nil {
+			return fmt.Errorf("host %s: import %s: %w", host, filepath.Join(imageDir, img), r.Error())
+		}
+	}
+	return nil
 }
 
 // UseKubelet makes a host run another kubelet version (a skewed worker): the build's

@@ -35,14 +35,8 @@ func (l *Lab) LoadRelease(ctx context.Context, binDir string, logf func(string, 
 // an operator installs the new kubeadm package before `kubeadm upgrade`. The kubelet stays
 // the old one until UseProgram swaps it.
 func (l *Lab) StageRelease(ctx context.Context, host string, r *Release) error {
-	images := []string{"pause.tar"}
-	if IsControlPlane(host) {
-		images = append(images, "control-plane.tar")
-	}
-	for _, img := range images {
-		if res := l.Exec(ctx, host, "ctr", "-n", "k8s.io", "images", "import", "--all-platforms", filepath.Join(r.ImageDir, img)); res.Err != nil {
-			return fmt.Errorf("host %s: import %s of %s: %w", host, img, r.K8sVersion, res.Error())
-		}
+	if err := l.importImages(ctx, host, r.ImageDir); err != nil {
+		return fmt.Errorf("stage %s: %w", r.K8sVersion, err)
 	}
 	return l.UseProgram(host, "kubeadm", filepath.Join(r.BinDir, "kubeadm"))
 }
