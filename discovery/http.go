@@ -45,7 +45,8 @@ func (r *Request) fetchSigned(ctx context.Context, tlsCfg *tls.Config) (*fetched
 	sigKey := bootstrapapi.JWSSignatureKeyPrefix + r.Token.ID
 	var unsignedSince time.Time
 	noSignatures := false
-	// Retry every 200 ms at first, doubling to at most 2 s.
+	// Retry every 200 ms at first, doubling to at most 2 s: a hand loop on the injected clock,
+	// since each answer changes what the loop may still wait for (vetted, unsigned since).
 	bo := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Cap: 2 * time.Second, Steps: math.MaxInt32}
 	var lastErr error
 	vetted := false // some answer of this server passed vet: its identity is known

@@ -161,21 +161,16 @@ func (j *Join) Run(ctx context.Context) (res *Result, err error) {
 // addLearner adds the learner, retrying what etcd reports as passing: a cluster that has
 // just changed membership is "unhealthy" for a few seconds, leaders change, calls time out.
 func (j *Join) addLearner(ctx context.Context) (*clientv3.MemberAddResponse, error) {
-	bo := backoff(j.Interval)
-	for {
-		cctx, cancel := context.WithTimeout(ctx, j.CallTimeout)
-		added, err := j.Cluster.MemberAddAsLearner(cctx, []string{j.PeerURL})
-		cancel()
-		if err == nil || !Retryable(err) {
-			return added, err
-		}
-		j.Logf("add learner: %v (retrying)", err)
-		select {
-		case <-ctx.Done():
-			return nil, err
-		case <-j.Clock.After(bo.Step()):
-		}
+	var added *clientv3.MemberAddResponse
+	err := retryPassing(ctx, j.Clock, backoff(j.Interval), j.CallTimeout, func(f string, a ...any) { j.Logf("add learner: "+f, a...) }, func(cctx context.Context) error {
+		var err error
+		added, err = j.Cluster.MemberAddAsLearner(cctx, []string{j.PeerURL})
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
+	return added, nil
 }
 
 func (j *Join) list(ctx context.Context) ([]*etcdserverpb.Member, error) {
@@ -343,7 +338,9 @@ func (j *Join) unstall(ctx context.Context, m *etcdserverpb.Member) error {
 }
 
 // promote retries every Interval (sub-second, no back-off): the learner is promoted as soon
-// as etcd accepts it, which is the moment it has caught up.
+// as etcd accepts it, which is the moment it has caught up. A hand loop, like waitStarted:
+// between calls it also checks quorum and the member list, which wait's conditions cannot
+// return as errors of their own kind, and it waits on the injected clock.
 func (j *Join) promote(ctx context.Context, id uint64) error {
 	last := ""
 	for {

@@ -47,16 +47,30 @@ func backoff(initial time.Duration) wait.Backoff {
 // RemoveMember removes a member, retrying passing refusals (etcd refuses membership changes
 // for a few seconds after the last one) until ctx ends.
 func RemoveMember(ctx context.Context, c Cluster, id uint64, clk clock.Clock) error {
-	bo := backoff(500 * time.Millisecond)
-	for {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	return retryPassing(ctx, clk, backoff(500*time.Millisecond), 5*time.Second, nil, func(cctx context.Context) error {
 		_, err := c.MemberRemove(cctx, id)
-		cancel()
-		if err == nil || errors.Is(err, rpctypes.ErrMemberNotFound) {
+		if errors.Is(err, rpctypes.ErrMemberNotFound) {
 			return nil
 		}
-		if !Retryable(err) {
+		return err
+	})
+}
+
+// retryPassing calls fn with a per-call timeout until it succeeds or fails for a reason etcd
+// does not report as passing (Retryable), stepping bo on clk between calls; when ctx ends it
+// returns fn's last error. It is a hand loop, not wait.ExponentialBackoffWithContext, because
+// it waits on the injected clock (tests step a fake one) and keeps etcd's own last error
+// rather than wait's "timed out waiting for the condition".
+func retryPassing(ctx context.Context, clk clock.Clock, bo wait.Backoff, callTimeout time.Duration, logf func(string, ...any), fn func(context.Context) error) error {
+	for {
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		err := fn(cctx)
+		cancel()
+		if err == nil || !Retryable(err) {
 			return err
+		}
+		if logf != nil {
+			logf("%v (retrying)", err)
 		}
 		select {
 		case <-ctx.Done():

@@ -193,7 +193,8 @@ func (e *Env) ClientFromKubeconfig(hostPath string) (kubernetes.Interface, *rest
 
 // Poll calls cond at once and then every interval on e.Clock, until it reports done, returns
 // an error, ctx ends (ctx.Err()) or timeout has passed on e.Clock (context.DeadlineExceeded).
-// It is the phases' one wait loop, so tests drive every wait with a fake clock.
+// It is the phases' one wait loop, so tests drive every wait with a fake clock; not
+// wait.PollUntilContextTimeout, whose timer is the real clock.
 func (e *Env) Poll(ctx context.Context, interval, timeout time.Duration, cond func(context.Context) (bool, error)) error {
 	start := e.Clock.Now()
 	for {

@@ -152,7 +152,8 @@ func Create(ctx context.Context, r Request) (string, error) {
 }
 
 // Retry calls fn until it returns an error that is not Transient (or nil), with Backoff
-// between calls; at the deadline (on clk) or when ctx ends it returns fn's last error.
+// between calls; at the deadline (on clk) or when ctx ends it returns fn's last error (not
+// retry.OnError: that sleeps on the real clock and has no deadline, only a step count).
 func Retry(ctx context.Context, clk clock.Clock, deadline time.Time, logf func(string, ...any), what string, fn func(context.Context) error) error {
 	bo := Backoff()
 	for {
