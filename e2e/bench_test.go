@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -80,8 +81,10 @@ func benchRand(t *testing.T) *rand.Rand {
 func kjoinPhases(stdout string) (map[string]int64, int64) {
 	var out struct {
 		Phases []struct {
-			Name       string `json:"name"`
-			DurationMs int64  `json:"durationMs"`
+			Name     string `json:"name"`
+			Duration struct {
+				Seconds float64 `json:"seconds"`
+			} `json:"duration"`
 		} `json:"phases"`
 	}
 	if json.Unmarshal([]byte(stdout), &out) != nil {
@@ -91,9 +94,10 @@ func kjoinPhases(stdout string) (map[string]int64, int64) {
 	var untilKubelet int64
 	seenStart := false
 	for _, p := range out.Phases {
-		m[p.Name] = p.DurationMs
+		ms := int64(math.Round(p.Duration.Seconds * 1000))
+		m[p.Name] = ms
 		if !seenStart {
-			untilKubelet += p.DurationMs
+			untilKubelet += ms
 		}
 		if p.Name == "kubelet-start" {
 			seenStart = true

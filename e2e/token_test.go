@@ -176,7 +176,7 @@ func TestTokenBadInput(t *testing.T) {
 		{[]string{"token", "create", "--ttl", "-1h"}, 2, "must not be negative"},
 		{[]string{"token", "create", "--ttl", "soon"}, 2, "not a duration"},
 		{[]string{"token", "delete", "zzzzzz"}, 5, "no such bootstrap token"},
-		{[]string{"token", "list", "--kubeconfig", "/nonexistent"}, 2, "cannot read the admin kubeconfig"},
+		{[]string{"token", "list", "--kubeconfig", "/nonexistent"}, 2, "cannot use the admin kubeconfig: kubeconfig /nonexistent (--kubeconfig)"},
 	} {
 		r := c.Run(t, "cp1", append([]string{"kjoin"}, tc.args...)...)
 		if r.ExitCode != tc.code || !strings.Contains(r.Stderr, tc.want) {

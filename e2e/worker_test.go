@@ -43,11 +43,11 @@ func writeToken(t *testing.T, c *framework.Cluster, host, tok string) {
 }
 
 type joinJSON struct {
-	Changed bool   `json:"changed"`
-	Node    string `json:"node"`
-	CAPin   string `json:"caCertHash"`
-	Ready   bool   `json:"ready"`
-	CSR     string `json:"csr"`
+	Changed bool     `json:"changed"`
+	Node    string   `json:"node"`
+	CAPins  []string `json:"caCertHashes"`
+	Ready   bool     `json:"ready"`
+	CSR     string   `json:"csr"`
 	// Versions the join read: the API server's and the local kubelet's.
 	ClusterVersion string    `json:"clusterVersion"`
 	KubeletVersion string    `json:"kubeletVersion"`
@@ -85,7 +85,7 @@ func TestKjoinWorker(t *testing.T) {
 		t.Fatalf("%v", r.Error())
 	}
 	out := parseJoinJSON(t, r)
-	if out.Node != "w1" || out.CAPin != c.CAHash || !out.Changed || out.Error != nil {
+	if out.Node != "w1" || len(out.CAPins) != 1 || out.CAPins[0] != c.CAHash || !out.Changed || out.Error != nil {
 		t.Errorf("unexpected join result: %+v", out)
 	}
 	if strings.Contains(r.Stdout+r.Stderr, strings.Split(lab.Token, ".")[1]) {

@@ -175,13 +175,89 @@ func (e *Env) Debugf(phase, format string, args ...any) {
 // ClientFromKubeconfig builds a client from a kubeconfig file on the host (admin.conf and the
 // like): the one place commands and phases turn a kubeconfig into a client.
 func (e *Env) ClientFromKubeconfig(hostPath string) (kubernetes.Interface, *rest.Config, error) {
-	b, err := e.ReadFile(hostPath)
-	if err != nil {
-		return nil, nil, err
+	return e.ClientFor(Kubeconfig{Paths: []string{hostPath}, From: hostPath})
+}
+
+// Kubeconfig is the kubeconfig a command uses and how it was chosen.
+type Kubeconfig struct {
+	// Paths are host paths; more than one (from KUBECONFIG) are merged as kubectl merges them.
+	Paths []string
+	// From says where the choice came from, for errors ("--kubeconfig", "KUBECONFIG", ...).
+	From string
+	// Context overrides the current context (--context).
+	Context string
+}
+
+func (k Kubeconfig) String() string {
+	s := strings.Join(k.Paths, ":") + " (" + k.From + ")"
+	if k.Context != "" {
+		s += ", context " + k.Context
 	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(b)
+	return s
+}
+
+// KubeconfigLookup is what ChooseKubeconfig looks at, in kubectl's order.
+type KubeconfigLookup struct {
+	// Explicit is --kubeconfig.
+	Explicit string
+	// Env is $KUBECONFIG (a colon-separated list).
+	Env string
+	// Home is $HOME: ~/.kube/config is used when it exists.
+	Home string
+	// Fallbacks are tried in order when none of the above applies (the first that exists,
+	// else the first): /etc/kubernetes/admin.conf on a control plane.
+	Fallbacks []string
+	Context   string
+}
+
+// ChooseKubeconfig picks the kubeconfig as kubectl loads it (--kubeconfig, then KUBECONFIG,
+// then ~/.kube/config), then kubeadm's default files.
+func (e *Env) ChooseKubeconfig(l KubeconfigLookup) Kubeconfig {
+	k := Kubeconfig{Context: l.Context}
+	switch {
+	case l.Explicit != "":
+		k.Paths, k.From = []string{l.Explicit}, "--kubeconfig"
+	case strings.Trim(l.Env, ":") != "":
+		for _, p := range strings.Split(l.Env, ":") {
+			if p != "" {
+				k.Paths = append(k.Paths, p)
+			}
+		}
+		k.From = "KUBECONFIG"
+	case l.Home != "" && e.Exists(path.Join(l.Home, ".kube", "config")):
+		k.Paths, k.From = []string{path.Join(l.Home, ".kube", "config")}, "~/.kube/config"
+	default:
+		k.From = "default"
+		for _, f := range l.Fallbacks {
+			if e.Exists(f) {
+				k.Paths = []string{f}
+				break
+			}
+		}
+		if k.Paths == nil && len(l.Fallbacks) > 0 {
+			k.Paths = l.Fallbacks[:1]
+		}
+	}
+	return k
+}
+
+// ClientFor builds a client from a chosen kubeconfig; its errors name the files.
+func (e *Env) ClientFor(k Kubeconfig) (kubernetes.Interface, *rest.Config, error) {
+	rules := &clientcmd.ClientConfigLoadingRules{}
+	for _, p := range k.Paths {
+		if len(k.Paths) == 1 {
+			if _, err := os.Stat(e.Paths.Of(p)); err != nil {
+				return nil, nil, fmt.Errorf("kubeconfig %s: %w", k, err)
+			}
+		}
+		rules.Precedence = append(rules.Precedence, e.Paths.Of(p))
+	}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: k.Context}).ClientConfig()
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s is not a usable kubeconfig: %w", hostPath, err)
+		return nil, nil, fmt.Errorf("kubeconfig %s is not usable: %w", k, err)
+	}
+	if err := rest.LoadTLSFiles(cfg); err != nil { // CA and client files named inside it
+		return nil, nil, fmt.Errorf("kubeconfig %s: %w", k, err)
 	}
 	cfg.Timeout = 15 * time.Second
 	c, err := e.NewClient(cfg)

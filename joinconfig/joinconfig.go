@@ -52,8 +52,11 @@ type Flags struct {
 	AdvertiseAddress   string
 	BindPort           int
 	Patches            string
-	Output             string
-	Verbosity          int
+	// Output is -o; OutputError its problem when the command layer found one (reported here
+	// with every other bad value).
+	Output      string
+	OutputError string
+	Verbosity   int
 	// Wait is what the join waits for at the end: "ready"/"true" (the Node Ready, default),
 	// "kubelet" (the kubelet's /healthz, holding its client certificate: what kubeadm waits
 	// for) or "none"/"false".
@@ -355,8 +358,8 @@ func (v *validator) fromConfig(f Flags, in *input, po *phases.Options) *input {
 // validate checks every value and fills the options; problems accumulate in v.
 func (v *validator) validate(f Flags, in *input, phaseNames []string, res *Result) {
 	po := &res.Options
-	if f.Output != "text" && f.Output != "json" {
-		v.bad("--output", f.Output, "text or json")
+	if f.OutputError != "" {
+		v.bad("--output", f.Output, f.OutputError)
 	}
 	if f.Verbosity < 0 {
 		v.bad("--v", fmt.Sprint(f.Verbosity), "0 or more")
@@ -476,11 +479,34 @@ func (v *validator) validate(f Flags, in *input, phaseNames []string, res *Resul
 	if ignore["all"] && len(ignore) > 1 {
 		v.bad("--ignore-preflight-errors", strings.Join(in.ignore, ","), "either 'all' or check names, not both")
 	}
+	var skip []string
 	for _, p := range in.skip.V {
-		if !slices.Contains(phaseNames, p) {
-			v.bad(in.skip.From, p, "one of "+strings.Join(phaseNames, ", "))
+		if slices.Contains(phaseNames, p) {
+			skip = append(skip, p)
+			continue
+		}
+		k, ok := kubeadmPhases[p]
+		switch {
+		case !ok:
+			v.bad(in.skip.From, p, "one of "+strings.Join(phaseNames, ", ")+" (or a kubeadm join phase name)")
+		case k.refuse != "":
+			v.bad(in.skip.From, p, "a phase kjoin can skip: "+k.refuse)
+		case len(k.kjoin) == 0:
+			v.warn(fmt.Sprintf("%s %s is kubeadm's phase name: %s", in.skip.From, p, k.note))
+		default:
+			msg := fmt.Sprintf("%s %s is kubeadm's phase name; skipping kjoin's %s", in.skip.From, p, strings.Join(k.kjoin, ", "))
+			if k.note != "" {
+				msg += " (" + k.note + ")"
+			}
+			v.warn(msg)
+			for _, n := range k.kjoin {
+				if !slices.Contains(skip, n) {
+					skip = append(skip, n)
+				}
+			}
 		}
 	}
+	in.skip.V = skip
 	po.IgnorePreflight = ignore
 	po.Endpoint, po.UnsafeSkipCAVerification, po.DiscoveryFile = in.endpoint.V, in.unsafe, in.discoveryFile.V
 	po.NodeName, po.CRISocket, po.PatchesDir, po.DryRun = in.nodeName.V, in.criSocket.V, in.patches.V, in.dryRun

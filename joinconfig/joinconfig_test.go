@@ -113,7 +113,7 @@ func TestBadInputs(t *testing.T) {
 		{"node name too long", func(f *Flags) { f.NodeName = strings.Repeat("a", 254) }, nil, []string{"--node-name"}},
 		{"cri socket relative", func(f *Flags) { f.CRISocket = "containerd.sock" }, nil, []string{"--cri-socket", "containerd.sock"}},
 		{"cri socket tcp", func(f *Flags) { f.CRISocket = "tcp://10.0.0.1:1234" }, nil, []string{"--cri-socket", "tcp://"}},
-		{"output yaml", func(f *Flags) { f.Output = "yaml" }, nil, []string{"--output", "yaml"}},
+		{"bad output", func(f *Flags) { f.Output, f.OutputError = "xml", "json, yaml, jsonpath or go-template" }, nil, []string{"--output", "xml", "jsonpath"}},
 		{"negative verbosity", func(f *Flags) { f.Verbosity = -1 }, nil, []string{"--v"}},
 		{"zero wait timeout", func(f *Flags) { f.WaitReadyTimeout = 0 }, nil, []string{"--wait-ready-timeout"}},
 		{"unknown skip phase", func(f *Flags) { f.SkipPhases = []string{"kubelet-strat"} }, nil, []string{"--skip-phases", "kubelet-strat"}},
@@ -199,7 +199,7 @@ func TestAllProblemsReportedAtOnce(t *testing.T) {
 	f.CertificateKey = "short"
 	f.BindPort = 0
 	f.Patches = "/nonexistent/patches"
-	f.Output = "xml"
+	f.Output, f.OutputError = "xml", "json, yaml, jsonpath or go-template"
 	_, err := resolve(t, f, nil)
 	if err == nil {
 		t.Fatal("accepted")
@@ -314,4 +314,29 @@ func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, _ = Decode(data, func(string) {})
 	})
+}
+
+// kubeadm's join phase names in --skip-phases are mapped to kjoin's, each with a warning (a
+// name both tools have, such as kubelet-start, is kjoin's own);
+// ones without a counterpart skip nothing (and say so); partial sub-phases are refused.
+func TestKubeadmPhaseNamesInSkipPhases(t *testing.T) {
+	names := []string{"preflight", "discovery", "version-check", "control-plane-prepare", "tls-bootstrap", "kubelet-config", "kubelet-start", "etcd-join", "control-plane-start", "mark-control-plane", "wait-control-plane", "wait-ready"}
+	f := Flags{Endpoint: "10.0.0.1:6443", Token: goodToken, CACertHashes: []string{goodPin}, Wait: "true", WaitReadyTimeout: time.Minute,
+		SkipPhases: []string{"kubelet-start", "control-plane-join", "control-plane-join/mark-control-plane", "check-etcd", "wait-ready"}}
+	res, err := Resolve(f, Sources{}, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(res.SkipPhases, ","); got != "kubelet-start,etcd-join,control-plane-start,mark-control-plane,wait-ready" {
+		t.Errorf("skip phases %s", got)
+	}
+	if w := strings.Join(res.Warnings, "\n"); !strings.Contains(w, "control-plane-join is kubeadm's phase name; skipping kjoin's etcd-join, control-plane-start, mark-control-plane") || strings.Contains(w, "kubelet-start is kubeadm's") ||
+		!strings.Contains(w, "check-etcd is kubeadm's phase name") || !strings.Contains(w, "nothing skipped") {
+		t.Errorf("warnings:\n%s", w)
+	}
+	f.SkipPhases = []string{"control-plane-prepare/certs", "kubelet-strat"}
+	_, err = Resolve(f, Sources{}, names)
+	if err == nil || !strings.Contains(err.Error(), "control-plane-prepare/certs") || !strings.Contains(err.Error(), "kubelet-strat") {
+		t.Fatalf("partial sub-phase and typo not both refused: %v", err)
+	}
 }

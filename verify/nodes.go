@@ -17,10 +17,13 @@ type NodeInfo struct {
 	Name string `json:"name"`
 	Role string `json:"role"`
 	// Roles are the node-role.kubernetes.io/* labels (sorted; [] for none).
-	Roles      []string `json:"roles"`
-	Ready      string   `json:"ready"`
-	LeaseAge   string   `json:"leaseAge"`
-	InternalIP string   `json:"internalIP"`
+	Roles []string `json:"roles"`
+	// Ready is the Ready condition's status (True, False, Unknown).
+	Ready string `json:"ready"`
+	// LeaseAge is how long ago the node's Lease was renewed (HasLease: it has one).
+	LeaseAge   time.Duration `json:"-"`
+	HasLease   bool          `json:"-"`
+	InternalIP string        `json:"internalIP"`
 	// InternalIPs are all of them (a dual-stack node has one per family).
 	InternalIPs    []string  `json:"internalIPs"`
 	Zone           string    `json:"zone,omitempty"`
@@ -92,7 +95,7 @@ func NodeMap(ctx context.Context, c kubernetes.Interface, clk Clock, sel Selecti
 	}
 	out := []NodeInfo{}
 	for _, n := range nodes.Items {
-		info := NodeInfo{Name: n.Name, Role: "worker", Ready: "Unknown", LeaseAge: "none", KubeletVersion: n.Status.NodeInfo.KubeletVersion,
+		info := NodeInfo{Name: n.Name, Role: "worker", Ready: "Unknown", KubeletVersion: n.Status.NodeInfo.KubeletVersion,
 			Runtime: n.Status.NodeInfo.ContainerRuntimeVersion, JoinedAt: n.CreationTimestamp.UTC(), PodCIDR: n.Spec.PodCIDR, Taints: []string{},
 			Zone: n.Labels[corev1.LabelTopologyZone], InstanceType: n.Labels[corev1.LabelInstanceTypeStable],
 			OSImage: n.Status.NodeInfo.OSImage, KernelVersion: n.Status.NodeInfo.KernelVersion, Roles: []string{}, InternalIPs: []string{}}
@@ -119,7 +122,7 @@ func NodeMap(ctx context.Context, c kubernetes.Interface, clk Clock, sel Selecti
 			}
 		}
 		if t, ok := leases[n.Name]; ok {
-			info.LeaseAge = clk.Since(t).Round(time.Second).String()
+			info.LeaseAge, info.HasLease = clk.Since(t), true
 		}
 		for _, t := range n.Spec.Taints {
 			s := t.Key

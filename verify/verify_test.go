@@ -266,7 +266,7 @@ func TestNodeMap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 2 || rows[0].Name != "cp1" || rows[0].Role != "control-plane" || rows[1].Role != "worker" || rows[0].LeaseAge != "3s" || rows[1].Ready != "True" {
+	if len(rows) != 2 || rows[0].Name != "cp1" || rows[0].Role != "control-plane" || rows[1].Role != "worker" || rows[0].LeaseAge != 3*time.Second || !rows[0].HasLease || rows[1].Ready != "True" {
 		t.Errorf("%+v", rows)
 	}
 }

@@ -12,19 +12,40 @@ import (
 	"kjoin.dev/kjoin/operr"
 )
 
-// AdminOptions are shared by the commands that talk to the cluster as admin.
-type AdminOptions struct {
+// KubeconfigOptions choose the kubeconfig as kubectl does (--kubeconfig, KUBECONFIG,
+// ~/.kube/config), defaulting to kubeadm's /etc/kubernetes/admin.conf, and --context.
+type KubeconfigOptions struct {
 	Kubeconfig string
-	Output     string
-	Root       string
+	Context    string
 }
 
-func bindAdminFlags(cmd *cobra.Command, o *AdminOptions, outputs string) {
-	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", host.AdminKubeconfig, "admin kubeconfig")
-	cmd.Flags().StringVarP(&o.Output, "output", "o", "text", "output format: "+outputs)
-	cmd.Flags().StringVar(&o.Root, "root", "/", "host root directory (for tests)")
-	_ = cmd.Flags().MarkHidden("root")
+func (o *KubeconfigOptions) bind(cmd *cobra.Command, defaults string) {
+	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig (default: $KUBECONFIG, else ~/.kube/config, else "+defaults+")")
+	cmd.Flags().StringVar(&o.Context, "context", "", "the kubeconfig context to use (default: its current context)")
 }
+
+// choose picks the kubeconfig: the flags, then the environment, then fallbacks.
+func (o *KubeconfigOptions) choose(deps *Deps, env *host.Env, fallbacks ...string) host.Kubeconfig {
+	getenv := deps.Getenv
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	return env.ChooseKubeconfig(host.KubeconfigLookup{Explicit: o.Kubeconfig, Env: getenv("KUBECONFIG"), Home: getenv("HOME"), Fallbacks: fallbacks, Context: o.Context})
+}
+
+// AdminOptions are shared by the commands that talk to the cluster as admin.
+type AdminOptions struct {
+	KubeconfigOptions
+	g *Globals
+}
+
+func bindAdminFlags(cmd *cobra.Command, o *AdminOptions, g *Globals) {
+	o.g = g
+	o.bind(cmd, host.AdminKubeconfig)
+}
+
+// root is the host root every host path is under.
+func (o *AdminOptions) root() string { return o.g.Root }
 
 // adminClient loads the admin kubeconfig; missing or unusable files are usage errors.
 type adminClient struct {
@@ -32,17 +53,18 @@ type adminClient struct {
 	server string
 	caData []byte
 	// clock is the host's (a fake one in tests): token expiry and upload times come from it.
-	clock clock.PassiveClock
+	clock clock.Clock
 }
 
 // newAdminClient loads the admin kubeconfig through the host environment; missing or
-// unusable files are usage errors.
+// unusable files are usage errors naming the file and how it was chosen.
 func newAdminClient(deps *Deps, o *AdminOptions) (*adminClient, error) {
-	c, cfg, err := deps.NewEnv(o.Root, 0).ClientFromKubeconfig(o.Kubeconfig)
+	env := deps.NewEnv(o.root(), o.g.Verbosity)
+	kc := o.choose(deps, env, host.AdminKubeconfig)
+	c, cfg, err := env.ClientFor(kc)
 	if err != nil {
-		return nil, operr.Wrap(operr.Usage, err, "cannot read the admin kubeconfig "+o.Kubeconfig, "run on a control plane, or pass --kubeconfig")
+		return nil, operr.Wrap(operr.Usage, err, "cannot use the admin kubeconfig", "run on a control plane, or pass --kubeconfig (or set KUBECONFIG) with an admin kubeconfig")
 	}
-	env := deps.NewEnv(o.Root, 0)
 	return &adminClient{client: c, server: cfg.Host, caData: cfg.TLSClientConfig.CAData, clock: env.Clock}, nil
 }
 

@@ -15,13 +15,12 @@ import (
 // DiagnoseOptions are the flags of kjoin diagnose.
 type DiagnoseOptions struct {
 	NodeName string
-	Output   string
-	Root     string
+	g        *Globals
 }
 
 // NewCmdDiagnose builds kjoin diagnose.
-func NewCmdDiagnose(deps *Deps) *cobra.Command {
-	o := &DiagnoseOptions{}
+func NewCmdDiagnose(deps *Deps, g *Globals) *cobra.Command {
+	o := &DiagnoseOptions{g: g}
 	cmd := &cobra.Command{
 		Use:   "diagnose",
 		Short: "Explain why this node is NotReady (run as root on the node)",
@@ -39,17 +38,11 @@ Exit 0 when the node is healthy, 8 when it is not.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.NodeName, "node-name", "", "node name (default: from the kubelet's client certificate)")
-	f.StringVarP(&o.Output, "output", "o", "text", "output format: text or json")
-	f.StringVar(&o.Root, "root", "/", "host root directory (for tests)")
-	_ = f.MarkHidden("root")
 	return cmd
 }
 
 func runDiagnose(ctx context.Context, deps *Deps, o *DiagnoseOptions) error {
-	if err := checkOutput(o.Output, "text", "json"); err != nil {
-		return err
-	}
-	env := deps.NewEnv(o.Root, 0)
+	env := deps.NewEnv(o.g.Root, o.g.Verbosity)
 	var dialer net.Dialer
 	rep := diagnose.Run(ctx, diagnose.Deps{
 		Host: env, NodeName: o.NodeName, Runtime: diagnose.DialRuntime(env), Statfs: statfs,
@@ -59,11 +52,7 @@ func runDiagnose(ctx context.Context, deps *Deps, o *DiagnoseOptions) error {
 	if !rep.Verdict.Healthy {
 		failure = operr.Newf(operr.Verify, "node %q is not healthy: %s", rep.Node, rep.Verdict.Cause).WithHint(rep.Verdict.Next)
 	}
-	out := struct {
-		*diagnose.Report
-		Error *ErrorJSON `json:"error,omitempty"`
-	}{rep, NewErrorJSON(failure)}
-	return reportOutcome(deps, o.Output, out, rep.Checks, failure, fmt.Sprintf("node %q is healthy", rep.Node))
+	return reportOutcome(deps, o.g, diagnoseReportOf(rep, failure), rep.Checks, failure, fmt.Sprintf("node %q is healthy", rep.Node))
 }
 
 func statfs(path string) (avail, total uint64, err error) {

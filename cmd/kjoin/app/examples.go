@@ -21,17 +21,21 @@ var examples = map[string]string{
 	"kjoin diagnose": `  kjoin diagnose               # on the node that is NotReady
   kjoin diagnose -o json`,
 	"kjoin nodes": `  kjoin nodes
-  kjoin nodes -o json`,
+  kjoin nodes -o wide -l node-role.kubernetes.io/control-plane
+  kjoin nodes w1 -o jsonpath='{.items[0].kubeletVersion}'`,
 	"kjoin token create": `  kjoin token create --print-join-command                  # a worker join command
   kjoin token create --print-join-command --control-plane  # uploads the certificates too
   kjoin token create --ttl 1h --description "rack 7"`,
-	"kjoin token list":     `  kjoin token list -o json`,
+	"kjoin token list": `  kjoin token list -o wide
+  kjoin token list -o jsonpath='{range .items[*]}{.id}{"\n"}{end}'`,
 	"kjoin token delete":   `  kjoin token delete abcdef`,
 	"kjoin token generate": `  kjoin token create "$(kjoin token generate)" --ttl 2h`,
 	"kjoin upload-certs": `  kjoin upload-certs                       # prints the new certificate key
   kjoin upload-certs --certificate-key "$(kjoin certs certificate-key)"`,
 	"kjoin certs certificate-key": `  kjoin upload-certs --certificate-key "$(kjoin certs certificate-key)"`,
 	"kjoin version":               `  kjoin version -o json`,
+	"kjoin config print join-defaults": `  kjoin config print join-defaults > join.yaml   # edit, then:
+  kjoin join --config join.yaml`,
 }
 
 // addExamples sets the Examples sections from examples where a command has none; each

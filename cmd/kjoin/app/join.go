@@ -3,17 +3,17 @@ package app
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"kjoin.dev/kjoin/cri"
 	"kjoin.dev/kjoin/joinconfig"
 	"kjoin.dev/kjoin/operr"
+	"kjoin.dev/kjoin/output"
 	"kjoin.dev/kjoin/phases"
 	"kjoin.dev/kjoin/token"
 	"kjoin.dev/kjoin/workflow"
@@ -37,15 +37,15 @@ both read from stdin, the token is its first line and the certificate key its se
 // JoinOptions are the flag values of kjoin join.
 type JoinOptions struct {
 	joinconfig.Flags
-	Root string
+	g *Globals
 
 	// OnlyPhase runs a single phase (kjoin join phase NAME).
 	OnlyPhase string
 }
 
 // NewCmdJoin builds kjoin join (and kjoin join phase NAME). runF replaces the run function in tests.
-func NewCmdJoin(deps *Deps, runF func(*JoinOptions) error) *cobra.Command {
-	o := &JoinOptions{}
+func NewCmdJoin(deps *Deps, g *Globals, runF func(*JoinOptions) error) *cobra.Command {
+	o := &JoinOptions{g: g}
 	cmd := &cobra.Command{
 		Use:   "join [api-server-endpoint]",
 		Short: "Join this machine to a cluster as a worker or control-plane node",
@@ -56,6 +56,7 @@ func NewCmdJoin(deps *Deps, runF func(*JoinOptions) error) *cobra.Command {
 				o.Endpoint = args[0]
 			}
 			o.Changed = func(n string) bool { return cmd.Flags().Changed(n) }
+			o.Output, o.OutputError, o.Verbosity = g.Output.Format, g.outputErr, g.Verbosity
 			if runF != nil {
 				return runF(o)
 			}
@@ -102,14 +103,10 @@ func bindJoinFlags(f *pflag.FlagSet, o *JoinOptions) {
 	f.StringVar(&o.AdvertiseAddress, "apiserver-advertise-address", "", "address this control-plane node's API server advertises")
 	f.IntVar(&o.BindPort, "apiserver-bind-port", 6443, "port this control-plane node's API server binds")
 	f.StringVar(&o.Patches, "patches", "", "directory of kubeadm-style patches (kubeletconfiguration, etcd, kube-apiserver, ...)")
-	f.IntVarP(&o.Verbosity, "v", "v", 0, "log verbosity (1: debug)")
-	f.StringVarP(&o.Output, "output", "o", "text", "output format: text or json")
 	f.StringVar(&o.Wait, "wait", "ready", "what to wait for at the end: ready (the Node Ready), kubelet (the kubelet's /healthz, as kubeadm) or none; --wait alone = ready, --wait=false = none")
 	f.Lookup("wait").NoOptDefVal = "ready"
 	f.BoolVar(&o.WaitReady, "wait-ready", false, "require the Node to become Ready")
 	f.DurationVar(&o.WaitReadyTimeout, "wait-ready-timeout", 4*time.Minute, "how long --wait-ready waits")
-	f.StringVar(&o.Root, "root", "/", "host root directory (for tests)")
-	_ = f.MarkHidden("root")
 }
 
 // resolve validates the flags (and --config) into phase options, before any host probe.
@@ -117,40 +114,18 @@ func (o *JoinOptions) resolve(deps *Deps) (*joinconfig.Result, error) {
 	return joinconfig.Resolve(o.Flags, joinconfig.Sources{Stdin: deps.In, Getenv: deps.Getenv}, workflow.Names(phases.Join))
 }
 
-// JoinReport is the JSON result of kjoin join.
-type JoinReport struct {
-	Changed           bool                  `json:"changed"`
-	Node              string                `json:"node,omitempty"`
-	Role              string                `json:"role"`
-	Endpoint          string                `json:"endpoint,omitempty"`
-	CAPin             string                `json:"caCertHash,omitempty"`
-	ClusterVersion    string                `json:"clusterVersion,omitempty"`
-	KubeletVersion    string                `json:"kubeletVersion,omitempty"`
-	Runtime           *cri.Info             `json:"runtime,omitempty"`
-	ClientCertificate string                `json:"clientCertificate,omitempty"`
-	CSR               string                `json:"csr,omitempty"`
-	RegisteredAfterMs int64                 `json:"registeredAfterMs,omitempty"`
-	ReadyAfterMs      int64                 `json:"readyAfterMs,omitempty"`
-	Ready             bool                  `json:"ready"`
-	Lease             string                `json:"lease,omitempty"`
-	DryRun            bool                  `json:"dryRun,omitempty"`
-	PlannedWrites     []phases.PlannedWrite `json:"plannedWrites,omitempty"`
-	PlannedActions    []string              `json:"plannedActions,omitempty"`
-	Phases            []phases.PhaseResult  `json:"phases"`
-	Warnings          []string              `json:"warnings"`
-	Error             *ErrorJSON            `json:"error,omitempty"`
-}
-
 func runJoin(cmd *cobra.Command, deps *Deps, o *JoinOptions) error {
 	var progress bytes.Buffer
 	progressOut := deps.Err
-	if o.Output == "json" {
+	// A bad -o is reported with the other bad values, in text.
+	machine := !o.g.Output.Text() && o.OutputError == ""
+	if machine {
 		progressOut = &progress // JSON mode: progress only at -v, still on stderr
 		if o.Verbosity > 0 {
 			progressOut = deps.Err
 		}
 	}
-	env := deps.NewEnv(o.Root, o.Verbosity)
+	env := deps.NewEnv(o.g.Root, o.Verbosity)
 	env.Out = progressOut
 	var warnings []string
 	warn := func(s string) {
@@ -180,42 +155,9 @@ func runJoin(cmd *cobra.Command, deps *Deps, o *JoinOptions) error {
 				What: "interrupted", Hint: "run the same command again: the join resumes where it stopped (kjoin reset undoes it instead)"}
 		}
 	}
-	report := JoinReport{
-		Changed: s.Changed(), Node: s.Opts.NodeName, Role: "worker", Endpoint: token.Redact(s.Opts.Endpoint),
-		ClusterVersion: s.ClusterVersion, KubeletVersion: s.KubeletVersion, Runtime: s.Runtime,
-		ClientCertificate: s.ClientCertPath, CSR: s.CSRName, Ready: s.Ready, DryRun: s.Opts.DryRun,
-		RegisteredAfterMs: s.RegisteredAfter.Milliseconds(), ReadyAfterMs: s.ReadyAfter.Milliseconds(),
-		PlannedWrites: s.PlannedWrites, PlannedActions: s.PlannedAPI, Phases: results, Warnings: s.Warnings,
-		Error: NewErrorJSON(err),
-	}
-	if s.RegisteredAfter > 0 {
-		report.Lease = "pending"
-		if s.LeaseFound {
-			report.Lease = "found"
-		}
-	}
-	if report.Warnings == nil {
-		report.Warnings = []string{}
-	}
-	if s.Opts.ControlPlane {
-		report.Role = "control-plane"
-	}
-	if s.Discovery != nil {
-		report.CAPin = s.Discovery.CAPin
-		if report.Endpoint == "" {
-			report.Endpoint = s.Discovery.Server
-		}
-	}
-	if o.Output == "json" {
-		enc := json.NewEncoder(deps.Out)
-		enc.SetIndent("", "  ")
-		if encErr := enc.Encode(report); encErr != nil {
-			return encErr
-		}
-		if err != nil {
-			return &reportedError{code: operr.CodeOf(err), err: err}
-		}
-		return nil
+	report := joinResultOf(s, results, err)
+	if machine {
+		return printResult(deps, o.g, report, err)
 	}
 	if err != nil {
 		return err
@@ -224,7 +166,41 @@ func runJoin(cmd *cobra.Command, deps *Deps, o *JoinOptions) error {
 	return nil
 }
 
-func printJoinSummary(w io.Writer, s *phases.State, r JoinReport) {
+// joinResultOf is the join's answer from its state, phase results and error.
+func joinResultOf(s *phases.State, results []workflow.Result, err error) *output.JoinResult {
+	r := &output.JoinResult{
+		Changed: s.Changed(), Node: s.Opts.NodeName, Role: "worker", Endpoint: token.Redact(s.Opts.Endpoint),
+		ClusterVersion: s.ClusterVersion, KubeletVersion: s.KubeletVersion, Runtime: runtimeOf(s.Runtime),
+		ClientCertificate: s.ClientCertPath, CSR: s.CSRName, Ready: s.Ready, DryRun: s.Opts.DryRun,
+		PlannedActions: s.PlannedAPI, Phases: phasesOf(results), Warnings: s.Warnings,
+		Error: NewErrorJSON(err),
+	}
+	for _, w := range s.PlannedWrites {
+		r.PlannedWrites = append(r.PlannedWrites, output.File{Path: w.Path, Mode: output.NewFileMode(w.Mode)})
+	}
+	if s.RegisteredAfter > 0 {
+		r.RegisteredAfter = output.NewDuration(s.RegisteredAfter)
+		r.Lease = "pending"
+		if s.LeaseFound {
+			r.Lease = "found"
+		}
+	}
+	if s.Ready {
+		r.ReadyAfter = output.NewDuration(s.ReadyAfter)
+	}
+	if s.Opts.ControlPlane {
+		r.Role = "control-plane"
+	}
+	if s.Discovery != nil {
+		r.CACertHashes = []string{s.Discovery.CAPin}
+		if r.Endpoint == "" {
+			r.Endpoint = s.Discovery.Server
+		}
+	}
+	return r
+}
+
+func printJoinSummary(w io.Writer, s *phases.State, r *output.JoinResult) {
 	if s.Opts.DryRun {
 		fmt.Fprintln(w, "Dry run: nothing was changed. This join would:")
 		for _, a := range s.PlannedAPI {
@@ -240,7 +216,7 @@ func printJoinSummary(w io.Writer, s *phases.State, r JoinReport) {
 		return
 	}
 	fmt.Fprintf(w, "This node has joined the cluster as %q (%s).\n", r.Node, r.Role)
-	fmt.Fprintf(w, "  CA:                 %s\n", r.CAPin)
+	fmt.Fprintf(w, "  CA:                 %s\n", strings.Join(r.CACertHashes, ", "))
 	if r.CSR != "" {
 		fmt.Fprintf(w, "  client certificate: %s (CSR %s)\n", r.ClientCertificate, r.CSR)
 	}

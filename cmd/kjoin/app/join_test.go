@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"kjoin.dev/kjoin/host"
+	"kjoin.dev/kjoin/output"
 	"kjoin.dev/kjoin/phases"
 )
 
@@ -35,7 +36,9 @@ func parse(t *testing.T, deps *Deps, line string) (*JoinOptions, phases.Options,
 	t.Helper()
 	argv := strings.Fields(line)
 	var got *JoinOptions
-	cmd := NewCmdJoin(deps, func(o *JoinOptions) error { got = o; return nil })
+	g := newGlobals()
+	cmd := NewCmdJoin(deps, g, func(o *JoinOptions) error { got = o; return nil })
+	g.AddFlags(cmd.PersistentFlags())
 	cmd.SetArgs(argv)
 	cmd.SetOut(deps.Out)
 	cmd.SetErr(deps.Err)
@@ -161,7 +164,7 @@ func TestRunExitCodesAndJSON(t *testing.T) {
 
 	deps, out, _ = testDeps("", nil)
 	code = Run(context.Background(), deps, []string{"join", "e:6443", "--token", "bad", "--discovery-token-ca-cert-hash", pin, "-o", "json"})
-	var rep JoinReport
+	var rep output.JoinResult
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, out)
 	}

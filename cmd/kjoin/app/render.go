@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"kjoin.dev/kjoin/operr"
+	"kjoin.dev/kjoin/output"
 	"kjoin.dev/kjoin/token"
 )
 
@@ -29,22 +30,13 @@ func Render(w io.Writer, err error) operr.Code {
 	return code
 }
 
-// ErrorJSON is the error object of JSON output.
-type ErrorJSON struct {
-	Code      int    `json:"code"`
-	Reason    string `json:"reason"`
-	Message   string `json:"message"`
-	Retryable bool   `json:"retryable"`
-	Hint      string `json:"hint,omitempty"`
-}
-
-// NewErrorJSON describes err for machines.
-func NewErrorJSON(err error) *ErrorJSON {
+// NewErrorJSON describes err for machines (nil for no error).
+func NewErrorJSON(err error) *output.Error {
 	if err == nil {
 		return nil
 	}
 	code := operr.CodeOf(err)
-	out := &ErrorJSON{Code: int(code), Reason: code.Reason(), Message: token.Redact(err.Error()), Hint: token.Redact(operr.HintOf(err))}
+	out := &output.Error{Code: int(code), Reason: code.Reason(), Message: token.Redact(err.Error()), Hint: token.Redact(operr.HintOf(err))}
 	if e, ok := operr.As(err); ok {
 		out.Retryable = e.Retryable || code == operr.Busy || code == operr.Timeout
 	}

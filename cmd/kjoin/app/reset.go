@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"kjoin.dev/kjoin/operr"
+	"kjoin.dev/kjoin/output"
 	"kjoin.dev/kjoin/phases"
 	"kjoin.dev/kjoin/workflow"
 )
@@ -19,14 +20,12 @@ type ResetOptions struct {
 	// Force skips the confirmation question (as kubeadm's -f/--force); nothing else.
 	Force      bool
 	SkipPhases []string
-	Output     string
-	Root       string
-	Verbosity  int
+	g          *Globals
 }
 
 // NewCmdReset builds kjoin reset.
-func NewCmdReset(deps *Deps) *cobra.Command {
-	o := &ResetOptions{}
+func NewCmdReset(deps *Deps, g *Globals) *cobra.Command {
+	o := &ResetOptions{g: g}
 	cmd := &cobra.Command{
 		Use:   "reset",
 		Short: "Undo a join on this node (kjoin's or kubeadm's): etcd member, static pods, kubelet, files",
@@ -50,37 +49,22 @@ Running it again does nothing.`,
 	f.BoolVar(&o.DeleteNode, "delete-node", false, "also delete the Node object (admin credentials)")
 	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "admin kubeconfig for --delete-node (default /etc/kubernetes/admin.conf)")
 	f.StringSliceVar(&o.SkipPhases, "skip-phases", nil, "reset phases to skip ("+strings.Join(workflow.Names(phases.ResetWorkflow), ", ")+")")
-	f.StringVarP(&o.Output, "output", "o", "text", "output format: text or json")
-	f.IntVarP(&o.Verbosity, "v", "v", 0, "log verbosity")
-	f.StringVar(&o.Root, "root", "/", "host root directory (for tests)")
-	_ = f.MarkHidden("root")
 	return cmd
 }
 
 func runReset(ctx context.Context, deps *Deps, o *ResetOptions) error {
-	if err := checkOutput(o.Output, "text", "json"); err != nil {
-		return err
-	}
 	if err := confirmReset(deps, o); err != nil {
 		return err
 	}
-	env := deps.NewEnv(o.Root, o.Verbosity)
-	if o.Output == "json" && o.Verbosity == 0 {
+	env := deps.NewEnv(o.g.Root, o.g.Verbosity)
+	if !o.g.Output.Text() && o.g.Verbosity == 0 {
 		env.Out = nil
 	}
 	rep, err := phases.Reset(ctx, env, o.ResetOptions, o.SkipPhases)
-	if o.Output == "json" {
-		out := struct {
-			*phases.ResetReport
-			Error *ErrorJSON `json:"error,omitempty"`
-		}{rep, NewErrorJSON(err)}
-		if perr := printObject(deps.Out, "json", out); perr != nil {
-			return perr
-		}
-		if err != nil {
-			return &reportedError{code: operr.CodeOf(err), err: err}
-		}
-		return nil
+	if !o.g.Output.Text() {
+		return printResult(deps, o.g, &output.ResetResult{Changed: rep.Changed, Node: rep.Node, Role: rep.Role, EtcdMemberRemoved: rep.EtcdMemberRemoved,
+			NodeDeleted: rep.NodeDeleted, KubeletStopped: rep.KubeletStopped, RemovedFiles: rep.RemovedFiles, Phases: phasesOf(rep.Phases),
+			Warnings: rep.Warnings, Error: NewErrorJSON(err)}, err)
 	}
 	if err != nil {
 		return err

@@ -50,7 +50,7 @@ func TestResetConfirmation(t *testing.T) {
 			}
 		})
 	}
-	cmd := NewCmdReset(&Deps{})
+	cmd := NewCmdReset(&Deps{}, newGlobals())
 	if f := cmd.Flags().Lookup("force"); f == nil || f.Shorthand != "f" || !strings.Contains(f.Usage, "confirmation") {
 		t.Errorf("--force: %+v", f)
 	}

@@ -29,6 +29,7 @@ import (
 	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/joinconfig"
 	"kjoin.dev/kjoin/operr"
+	"kjoin.dev/kjoin/output"
 )
 
 // Streams are the process's standard streams.
@@ -82,7 +83,8 @@ func takeSecretEnv() func(string) string {
 
 // Run runs kjoin with args and returns the exit code. Errors are rendered once, here.
 func Run(ctx context.Context, deps *Deps, args []string) int {
-	root := NewRootCmd(deps)
+	g := newGlobals()
+	root := newRootCmd(deps, g)
 	root.SetArgs(args)
 	root.SetIn(deps.In)
 	root.SetOut(deps.Out)
@@ -91,29 +93,33 @@ func Run(ctx context.Context, deps *Deps, args []string) int {
 	if err == nil {
 		return 0
 	}
-	var reported *reportedError
-	if errors.As(err, &reported) {
-		return int(reported.code)
-	}
-	return int(Render(deps.Err, err))
+	return int(reportFailure(deps, g, args, err))
 }
 
 // NewRootCmd builds the command tree.
-func NewRootCmd(deps *Deps) *cobra.Command {
+func NewRootCmd(deps *Deps) *cobra.Command { return newRootCmd(deps, newGlobals()) }
+
+func newRootCmd(deps *Deps, g *Globals) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "kjoin",
 		Short:         "Join nodes to a kubeadm cluster: fast, re-runnable, machine-readable",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return g.complete(cmd, deps)
+		},
 	}
+	g.AddFlags(root.PersistentFlags())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return operr.Wrap(operr.Usage, err, "", "see kjoin --help")
 	})
-	root.AddCommand(NewCmdJoin(deps, nil), NewCmdToken(deps), NewCmdUploadCerts(deps), NewCmdCerts(deps), NewCmdReset(deps), NewCmdVerify(deps), NewCmdDiagnose(deps), NewCmdNodes(deps), NewCmdVersion(deps),
+	root.AddCommand(NewCmdJoin(deps, g, nil), NewCmdToken(deps, g), NewCmdUploadCerts(deps, g), NewCmdCerts(deps, g), NewCmdReset(deps, g),
+		NewCmdVerify(deps, g), NewCmdDiagnose(deps, g), NewCmdNodes(deps, g), NewCmdVersion(deps, g), NewCmdConfig(deps, g),
 		&cobra.Command{Use: "exit-codes", Short: "What kjoin's exit codes mean (kjoin help exit-codes)",
 			Long: "kjoin exits with one of these codes (the same in --output json's error.code):\n\n" + operr.TextTable()})
 	refuseUnknownSubcommands(root)
 	addExamples(root)
+	addCompletions(root, deps, g)
 	return root
 }
 
@@ -154,38 +160,20 @@ var (
 	BuildDate = ""
 )
 
-// VersionInfo is what kjoin version prints.
-type VersionInfo struct {
-	Version   string `json:"version"`
-	Commit    string `json:"commit,omitempty"`
-	BuildDate string `json:"buildDate,omitempty"`
-	GoVersion string `json:"goVersion"`
-	Platform  string `json:"platform"`
-}
-
-// VersionOptions are the flags of kjoin version.
-type VersionOptions struct{ Output string }
-
 // NewCmdVersion builds kjoin version.
-func NewCmdVersion(deps *Deps) *cobra.Command {
-	o := &VersionOptions{}
-	cmd := &cobra.Command{
+func NewCmdVersion(deps *Deps, g *Globals) *cobra.Command {
+	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the kjoin version, commit, build date, Go version and platform",
 		Args:  cobra.NoArgs,
-		RunE:  func(*cobra.Command, []string) error { return runVersion(deps, o) },
+		RunE:  func(*cobra.Command, []string) error { return runVersion(deps, g) },
 	}
-	cmd.Flags().StringVarP(&o.Output, "output", "o", "text", "output format: text or json")
-	return cmd
 }
 
-func runVersion(deps *Deps, o *VersionOptions) error {
-	if err := checkOutput(o.Output, "text", "json"); err != nil {
-		return err
-	}
-	v := VersionInfo{Version: Version, Commit: Commit, BuildDate: BuildDate, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
-	if o.Output == "json" {
-		return printObject(deps.Out, "json", v)
+func runVersion(deps *Deps, g *Globals) error {
+	v := &output.Version{Version: Version, Commit: Commit, BuildDate: BuildDate, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+	if !g.Output.Text() {
+		return printResult(deps, g, v, nil)
 	}
 	_, err := fmt.Fprintf(deps.Out, "kjoin %s (commit %s, built %s, %s, %s)\n", v.Version, dash(v.Commit), dash(v.BuildDate), v.GoVersion, v.Platform)
 	return err

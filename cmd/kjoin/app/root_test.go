@@ -145,7 +145,7 @@ func TestEveryCommandHasExamples(t *testing.T) {
 		case "completion", "help":
 			return
 		}
-		groups := map[string]bool{"kjoin": true, "kjoin token": true, "kjoin certs": true, "kjoin join phase": true}
+		groups := map[string]bool{"kjoin": true, "kjoin token": true, "kjoin certs": true, "kjoin join phase": true, "kjoin config": true, "kjoin config print": true}
 		if c.Runnable() && !groups[c.CommandPath()] && c.Example == "" {
 			t.Errorf("%s has no Examples section", c.CommandPath())
 		}

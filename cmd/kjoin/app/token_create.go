@@ -17,21 +17,12 @@ import (
 	cc "kjoin.dev/kjoin/clusterconfig"
 	"kjoin.dev/kjoin/discovery"
 	"kjoin.dev/kjoin/operr"
+	"kjoin.dev/kjoin/output"
 	"kjoin.dev/kjoin/pki"
 	"kjoin.dev/kjoin/token"
 )
 
 // JoinInfo is what an operator (or a playbook) needs to join a node.
-type JoinInfo struct {
-	Token                 string     `json:"token"`
-	Endpoint              string     `json:"endpoint"`
-	CACertHashes          []string   `json:"caCertHashes"`
-	CertificateKey        string     `json:"certificateKey,omitempty"`
-	Expires               *time.Time `json:"expires,omitempty"`
-	CertificateKeyExpires *time.Time `json:"certificateKeyExpires,omitempty"`
-	Command               string     `json:"command"`
-	Warnings              []string   `json:"warnings"`
-}
 
 // TokenCreateOptions are the flags of kjoin token create.
 type TokenCreateOptions struct {
@@ -47,26 +38,29 @@ type TokenCreateOptions struct {
 }
 
 // NewCmdToken builds kjoin token.
-func NewCmdToken(deps *Deps) *cobra.Command {
+func NewCmdToken(deps *Deps, g *Globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "token", Short: "Create, list and delete bootstrap tokens (kubeadm-compatible)"}
-	cmd.AddCommand(newCmdTokenCreate(deps), newCmdTokenList(deps), newCmdTokenDelete(deps), &cobra.Command{
+	cmd.AddCommand(newCmdTokenCreate(deps, g), newCmdTokenList(deps, g), newCmdTokenDelete(deps, g), &cobra.Command{
 		Use: "generate", Short: "Print a new random token (does not create it)", Args: cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error { return runTokenGenerate(deps) },
+		RunE: func(*cobra.Command, []string) error { return runTokenGenerate(deps, g) },
 	})
 	return cmd
 }
 
 // runTokenGenerate prints a new random token without creating it.
-func runTokenGenerate(deps *Deps) error {
+func runTokenGenerate(deps *Deps, g *Globals) error {
 	t, err := token.Generate()
 	if err != nil {
 		return err
+	}
+	if !g.Output.Text() {
+		return printResult(deps, g, &output.TokenResult{Token: output.Token{Token: t.Full(), ID: t.ID}}, nil)
 	}
 	_, err = fmt.Fprintln(deps.Out, t.Full())
 	return err
 }
 
-func newCmdTokenCreate(deps *Deps) *cobra.Command {
+func newCmdTokenCreate(deps *Deps, g *Globals) *cobra.Command {
 	o := &TokenCreateOptions{}
 	cmd := &cobra.Command{
 		Use:   "create [TOKEN]",
@@ -79,7 +73,7 @@ func newCmdTokenCreate(deps *Deps) *cobra.Command {
 			return runTokenCreate(cmd.Context(), deps, o)
 		},
 	}
-	bindAdminFlags(cmd, &o.AdminOptions, "text, json or yaml")
+	bindAdminFlags(cmd, &o.AdminOptions, g)
 	f := cmd.Flags()
 	f.StringVar(&o.TTL, "ttl", "24h", "token lifetime (0: never expires)")
 	f.StringSliceVar(&o.Usages, "usages", token.DefaultUsages, "token usages")
@@ -92,9 +86,6 @@ func newCmdTokenCreate(deps *Deps) *cobra.Command {
 }
 
 func runTokenCreate(ctx context.Context, deps *Deps, o *TokenCreateOptions) error {
-	if err := checkOutput(o.Output, "text", "json", "yaml"); err != nil {
-		return err
-	}
 	if o.Format != "kjoin" && o.Format != "kubeadm" {
 		return usage("--format must be kjoin or kubeadm, not %q", o.Format)
 	}
@@ -132,7 +123,7 @@ func runTokenCreate(ctx context.Context, deps *Deps, o *TokenCreateOptions) erro
 	now := ac.clock.Now()
 	// Everything the answer needs is gathered before the token exists, so a failure leaves
 	// no token behind: the endpoint and pins, and for --control-plane the uploaded certificates.
-	var ji *JoinInfo
+	var ji *output.JoinCommand
 	if o.PrintJoinCommand || o.ControlPlane {
 		if ji, err = joinInfo(ctx, ac, o.ControlPlane); err != nil {
 			return err
@@ -161,19 +152,17 @@ func runTokenCreate(ctx context.Context, deps *Deps, o *TokenCreateOptions) erro
 		warn("%s", w)
 	}
 	if ji == nil {
-		switch o.Output {
-		case "text":
-			_, err := fmt.Fprintln(deps.Out, spec.Token.Full())
-			return err
-		default:
-			return printObject(deps.Out, o.Output, map[string]any{"token": spec.Token.Full(), "id": info.ID, "expires": info.Expires, "usages": info.Usages, "groups": info.Groups, "warnings": nonNil(warnings)})
+		if !o.g.Output.Text() {
+			return printResult(deps, o.g, &output.TokenResult{Token: tokenOf(*info), Warnings: warnings}, nil)
 		}
+		_, err := fmt.Fprintln(deps.Out, spec.Token.Full())
+		return err
 	}
 	ji.Token, ji.Expires = spec.Token.Full(), info.Expires
-	ji.Warnings = nonNil(warnings)
+	ji.Warnings = warnings
 	ji.Command = joinCommand(o.Format, ji)
-	if o.Output != "text" {
-		return printObject(deps.Out, o.Output, ji)
+	if !o.g.Output.Text() {
+		return printResult(deps, o.g, ji, nil)
 	}
 	fmt.Fprintln(deps.Out, ji.Command)
 	if ji.Expires != nil {
@@ -187,7 +176,7 @@ func runTokenCreate(ctx context.Context, deps *Deps, o *TokenCreateOptions) erro
 }
 
 // joinInfo finds the endpoint (controlPlaneEndpoint, else the kubeconfig's server) and CA pins.
-func joinInfo(ctx context.Context, ac *adminClient, controlPlane bool) (*JoinInfo, error) {
+func joinInfo(ctx context.Context, ac *adminClient, controlPlane bool) (*output.JoinCommand, error) {
 	cfg, err := clusterConfiguration(ctx, ac.client)
 	if err != nil {
 		return nil, err
@@ -215,13 +204,13 @@ func joinInfo(ctx context.Context, ac *adminClient, controlPlane bool) (*JoinInf
 	for _, c := range caCerts {
 		pins = append(pins, discovery.Pin(c))
 	}
-	return &JoinInfo{Endpoint: endpoint, CACertHashes: pins}, nil
+	return &output.JoinCommand{Endpoint: endpoint, CACertHashes: pins}, nil
 }
 
 // joinCommand is the printed join command. kjoin's reads its secrets from standard input,
 // fed by the shell's printf builtin, so no process's command line ever holds them; kubeadm's
 // (--format kubeadm) takes them as flags, as kubeadm token create prints it.
-func joinCommand(format string, ji *JoinInfo) string {
+func joinCommand(format string, ji *output.JoinCommand) string {
 	if format == "kubeadm" {
 		parts := []string{"kubeadm join", ji.Endpoint, "--token", ji.Token}
 		for _, p := range ji.CACertHashes {

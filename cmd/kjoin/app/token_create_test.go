@@ -18,6 +18,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"kjoin.dev/kjoin/host"
+	"kjoin.dev/kjoin/output"
 	"kjoin.dev/kjoin/pki"
 )
 
@@ -95,7 +96,7 @@ func TestPrintedJoinCommandKeepsSecretsOffArgv(t *testing.T) {
 	if err != nil {
 		t.Skip("no sh")
 	}
-	ji := &JoinInfo{Token: "abcdef.0123456789abcdef", Endpoint: "[fd77::11]:6443", CACertHashes: []string{pin}, CertificateKey: strings.Repeat("ab", 32)}
+	ji := &output.JoinCommand{Token: "abcdef.0123456789abcdef", Endpoint: "[fd77::11]:6443", CACertHashes: []string{pin}, CertificateKey: strings.Repeat("ab", 32)}
 	for _, cp := range []bool{false, true} {
 		j := *ji
 		if !cp {

@@ -6,7 +6,9 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
 	"kjoin.dev/kjoin/operr"
+	"kjoin.dev/kjoin/output"
 	"kjoin.dev/kjoin/token"
 )
 
@@ -16,7 +18,7 @@ type TokenDeleteOptions struct {
 	Tokens []string
 }
 
-func newCmdTokenDelete(deps *Deps) *cobra.Command {
+func newCmdTokenDelete(deps *Deps, g *Globals) *cobra.Command {
 	o := &TokenDeleteOptions{}
 	cmd := &cobra.Command{
 		Use: "delete TOKEN|ID...", Short: "Delete bootstrap tokens", Args: cobra.MinimumNArgs(1),
@@ -25,16 +27,16 @@ func newCmdTokenDelete(deps *Deps) *cobra.Command {
 			return runTokenDelete(cmd.Context(), deps, o)
 		},
 	}
-	bindAdminFlags(cmd, &o.AdminOptions, "text")
+	bindAdminFlags(cmd, &o.AdminOptions, g)
 	return cmd
 }
 
-// runTokenDelete deletes tokens, given whole or by id.
 func runTokenDelete(ctx context.Context, deps *Deps, o *TokenDeleteOptions) error {
 	ac, err := newAdminClient(deps, &o.AdminOptions)
 	if err != nil {
 		return err
 	}
+	res := &output.TokenDeleteResult{Deleted: []string{}}
 	for _, a := range o.Tokens {
 		id, err := token.Delete(ctx, ac.client, a)
 		switch {
@@ -45,7 +47,13 @@ func runTokenDelete(ctx context.Context, deps *Deps, o *TokenDeleteOptions) erro
 		case err != nil:
 			return apiError(err, "delete", "secrets in kube-system")
 		}
-		fmt.Fprintf(deps.Out, "bootstrap token %q deleted\n", id)
+		res.Deleted = append(res.Deleted, id)
+		if o.g.Output.Text() {
+			fmt.Fprintf(deps.Out, "bootstrap token %q deleted\n", id)
+		}
+	}
+	if !o.g.Output.Text() {
+		return printResult(deps, o.g, res, nil)
 	}
 	return nil
 }

@@ -4,30 +4,29 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"kjoin.dev/kjoin/output"
 	"kjoin.dev/kjoin/token"
 )
 
 // TokenListOptions are the flags of kjoin token list.
 type TokenListOptions struct{ AdminOptions }
 
-func newCmdTokenList(deps *Deps) *cobra.Command {
+func newCmdTokenList(deps *Deps, g *Globals) *cobra.Command {
 	o := &TokenListOptions{}
 	cmd := &cobra.Command{
-		Use: "list", Short: "List bootstrap tokens", Args: cobra.NoArgs,
+		Use: "list", Short: "List bootstrap tokens (-o wide adds ID and description)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runTokenList(cmd.Context(), deps, o) },
 	}
-	bindAdminFlags(cmd, &o.AdminOptions, "text, json or yaml")
+	bindAdminFlags(cmd, &o.AdminOptions, g)
 	return cmd
 }
 
-// runTokenList prints the cluster's bootstrap tokens.
 func runTokenList(ctx context.Context, deps *Deps, o *TokenListOptions) error {
-	if err := checkOutput(o.Output, "text", "json", "yaml"); err != nil {
-		return err
-	}
 	ac, err := newAdminClient(deps, &o.AdminOptions)
 	if err != nil {
 		return err
@@ -36,24 +35,34 @@ func runTokenList(ctx context.Context, deps *Deps, o *TokenListOptions) error {
 	if err != nil {
 		return apiError(err, "list", "secrets in kube-system")
 	}
-	type row struct {
-		token.Info
-		Token string `json:"token"`
-	}
-	rows := []row{}
+	list := &output.TokenList{Items: []output.Token{}}
 	for _, t := range tokens {
-		rows = append(rows, row{Info: t, Token: t.Token.Full()})
+		list.Items = append(list.Items, tokenOf(t))
 	}
-	if o.Output != "text" {
-		return printObject(deps.Out, o.Output, rows)
+	if !o.g.Output.Text() {
+		return printResult(deps, o.g, list, nil)
 	}
-	fmt.Fprintf(deps.Out, "%-24s %-22s %-26s %s\n", "TOKEN", "EXPIRES", "USAGES", "GROUPS")
-	for _, r := range rows {
+	w := tabwriter.NewWriter(deps.Out, 0, 4, 2, ' ', 0)
+	head := "TOKEN\tEXPIRES\tUSAGES\tGROUPS"
+	if o.g.Output.Wide() {
+		head += "\tID\tDESCRIPTION"
+	}
+	fmt.Fprintln(w, head)
+	for _, t := range list.Items {
 		exp := "never"
-		if r.Expires != nil {
-			exp = r.Expires.UTC().Format(time.RFC3339)
+		if t.Expires != nil {
+			exp = t.Expires.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(deps.Out, "%-24s %-22s %-26s %s\n", r.Token, exp, strings.Join(r.Usages, ","), strings.Join(r.Groups, ","))
+		line := strings.Join([]string{t.Token, exp, strings.Join(t.Usages, ","), dash(strings.Join(t.Groups, ","))}, "\t")
+		if o.g.Output.Wide() {
+			line += "\t" + t.ID + "\t" + dash(t.Description)
+		}
+		fmt.Fprintln(w, line)
 	}
-	return nil
+	return w.Flush()
+}
+
+// tokenOf is a token as every command prints it.
+func tokenOf(t token.Info) output.Token {
+	return output.Token{Token: t.Token.Full(), ID: t.ID, Expires: t.Expires, Usages: t.Usages, Groups: t.Groups, Description: t.Description}
 }

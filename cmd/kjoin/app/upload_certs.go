@@ -13,6 +13,7 @@ import (
 	"kjoin.dev/kjoin/certs"
 	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
+	"kjoin.dev/kjoin/output"
 )
 
 // UploadCertsOptions are the flags of kjoin upload-certs.
@@ -22,21 +23,18 @@ type UploadCertsOptions struct {
 }
 
 // NewCmdUploadCerts builds kjoin upload-certs.
-func NewCmdUploadCerts(deps *Deps) *cobra.Command {
+func NewCmdUploadCerts(deps *Deps, g *Globals) *cobra.Command {
 	o := &UploadCertsOptions{}
 	cmd := &cobra.Command{
 		Use: "upload-certs", Short: "Encrypt and upload the control-plane certificates (kube-system/kubeadm-certs, 2h)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runUploadCerts(cmd.Context(), deps, o) },
 	}
-	bindAdminFlags(cmd, &o.AdminOptions, "text, json or yaml")
+	bindAdminFlags(cmd, &o.AdminOptions, g)
 	cmd.Flags().StringVar(&o.CertificateKey, "certificate-key", "", "key to encrypt with (default: a new one)")
 	return cmd
 }
 
 func runUploadCerts(ctx context.Context, deps *Deps, o *UploadCertsOptions) error {
-	if err := checkOutput(o.Output, "text", "json", "yaml"); err != nil {
-		return err
-	}
 	key := o.CertificateKey
 	if key == "" {
 		var err error
@@ -54,8 +52,8 @@ func runUploadCerts(ctx context.Context, deps *Deps, o *UploadCertsOptions) erro
 	if err != nil {
 		return err
 	}
-	if o.Output != "text" {
-		return printObject(deps.Out, o.Output, map[string]any{"certificateKey": key, "certificateKeyExpires": exp})
+	if !o.g.Output.Text() {
+		return printResult(deps, o.g, &output.CertificateKey{CertificateKey: key, Expires: &exp}, nil)
 	}
 	fmt.Fprintln(deps.Out, key)
 	fmt.Fprintf(deps.Err, "Uploaded to kube-system/%s; valid until %s (in %s).\n", certs.SecretName, exp.UTC().Format(time.RFC3339), time.Until(exp).Round(time.Minute))
@@ -72,7 +70,7 @@ func uploadCerts(ctx context.Context, ac *adminClient, o *AdminOptions, key stri
 	if cfg != nil {
 		pkiDir = cfg.CertificatesDir
 	}
-	paths := host.Paths{Root: o.Root}
+	paths := host.Paths{Root: o.root()}
 	read := func(p string) ([]byte, error) {
 		if !path.IsAbs(p) {
 			p = path.Join(pkiDir, p)

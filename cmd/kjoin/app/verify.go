@@ -19,23 +19,23 @@ import (
 	"kjoin.dev/kjoin/etcd"
 	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
+	"kjoin.dev/kjoin/output"
 	"kjoin.dev/kjoin/verify"
 )
 
 // VerifyOptions are the flags and arguments of kjoin verify.
 type VerifyOptions struct {
-	Nodes      []string
-	Kubeconfig string
-	Output     string
-	Timeout    time.Duration
+	KubeconfigOptions
+	Nodes   []string
+	Timeout time.Duration
 	// Wait, when set, repeats the verification until every check passes or Wait has passed.
 	Wait time.Duration
-	Root string
+	g    *Globals
 }
 
 // NewCmdVerify builds kjoin verify.
-func NewCmdVerify(deps *Deps) *cobra.Command {
-	o := &VerifyOptions{}
+func NewCmdVerify(deps *Deps, g *Globals) *cobra.Command {
+	o := &VerifyOptions{g: g}
 	cmd := &cobra.Command{
 		Use:   "verify [NODE...]",
 		Short: "Verify joined nodes: Ready, Lease renewing, pod CIDR, CSRs; etcd member, static pods and /livez for control planes",
@@ -46,9 +46,10 @@ voting etcd member, as many etcd members as control-plane nodes, every member he
 etcd/kube-apiserver/kube-controller-manager/kube-scheduler pods running and ready, and the node's
 API server answering /livez over TLS verified by the cluster CA.
 
-Run it with an admin kubeconfig (default /etc/kubernetes/admin.conf; etcd checks need the etcd
-client certificate of a control plane), or on a joined worker, where it uses the node's own
-kubelet.conf and checks that node. Exit 0 when every check passes, 8 when one fails.
+The kubeconfig is chosen as kubectl chooses it (--kubeconfig, KUBECONFIG, ~/.kube/config), then
+/etc/kubernetes/admin.conf, else the node's own kubelet.conf on a joined worker (then that node
+is checked); etcd checks need the etcd client certificate of a control plane. Exit 0 when every
+check passes, 8 when one fails.
 
 --wait repeats the verification (as kubectl wait does) until every check passes or its budget
 (default 2m) runs out, saying on stderr which checks it still waits for: right after a join,
@@ -58,29 +59,27 @@ mirror pods, the Lease and the not-ready taint take a few seconds to settle.`,
 			return runVerify(cmd.Context(), deps, o)
 		},
 	}
+	o.bind(cmd, host.AdminKubeconfig+", else the node's kubelet.conf")
 	f := cmd.Flags()
-	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig (default: /etc/kubernetes/admin.conf, else the node's kubelet.conf)")
-	f.StringVarP(&o.Output, "output", "o", "text", "output format: text or json")
 	f.DurationVar(&o.Timeout, "timeout", time.Minute, "how long one verification may take")
 	f.DurationVar(&o.Wait, "wait", 0, "repeat until every check passes, for at most this long (--wait alone: 2m)")
 	f.Lookup("wait").NoOptDefVal = "2m"
-	f.StringVar(&o.Root, "root", "/", "host root directory (for tests)")
-	_ = f.MarkHidden("root")
 	return cmd
 }
 
 func runVerify(ctx context.Context, deps *Deps, o *VerifyOptions) error {
-	if err := checkOutput(o.Output, "text", "json"); err != nil {
-		return err
-	}
+	var bad []string
 	if o.Timeout <= 0 {
-		return usage("--timeout must be above zero, not %s", o.Timeout)
+		bad = append(bad, fmt.Sprintf("--timeout must be above zero, not %s", o.Timeout))
 	}
 	if o.Wait < 0 {
-		return usage("--wait must not be negative, not %s", o.Wait)
+		bad = append(bad, fmt.Sprintf("--wait must not be negative, not %s", o.Wait))
 	}
-	env := deps.NewEnv(o.Root, 0)
-	client, cfg, nodes, err := verifyClient(env, o)
+	if len(bad) > 0 {
+		return usage("%s", strings.Join(bad, "; "))
+	}
+	env := deps.NewEnv(o.g.Root, o.g.Verbosity)
+	client, cfg, nodes, err := verifyClient(deps, env, o)
 	if err != nil {
 		return err
 	}
@@ -100,11 +99,7 @@ func runVerify(ctx context.Context, deps *Deps, o *VerifyOptions) error {
 		failure = operr.Newf(operr.Verify, "%d check(s) failed", rep.Failed).
 			WithHint("on a NotReady node, kjoin diagnose says why")
 	}
-	out := struct {
-		*verify.Report
-		Error *ErrorJSON `json:"error,omitempty"`
-	}{rep, NewErrorJSON(failure)}
-	return reportOutcome(deps, o.Output, out, rep.Checks, failure,
+	return reportOutcome(deps, o.g, verifyReportOf(rep, failure), rep.Checks, failure,
 		fmt.Sprintf("verified: %d node(s), %d check(s) passed, %d warning(s)", len(rep.Nodes), len(rep.Checks)-rep.Warned, rep.Warned))
 }
 
@@ -154,17 +149,11 @@ func verifyUntil(ctx context.Context, env *host.Env, deps *Deps, o *VerifyOption
 	return last, nil
 }
 
-// reportOutcome prints what verify or diagnose found: the JSON object, or the checks and then
-// the failure (exit 8) or okLine.
-func reportOutcome(deps *Deps, output string, jsonObj any, checks []verify.Check, failure error, okLine string) error {
-	if output == "json" {
-		if err := printObject(deps.Out, "json", jsonObj); err != nil {
-			return err
-		}
-		if failure != nil {
-			return &reportedError{code: operr.CodeOf(failure), err: failure}
-		}
-		return nil
+// reportOutcome prints what verify or diagnose found: the answer in a machine format, or the
+// checks and then the failure (exit 8) or okLine.
+func reportOutcome(deps *Deps, g *Globals, answer output.Object, checks []verify.Check, failure error, okLine string) error {
+	if !g.Output.Text() {
+		return printResult(deps, g, answer, failure)
 	}
 	printChecks(deps.Out, checks)
 	if failure != nil {
@@ -174,24 +163,19 @@ func reportOutcome(deps *Deps, output string, jsonObj any, checks []verify.Check
 	return err
 }
 
-// verifyClient picks the credentials: --kubeconfig, admin.conf, else the node's kubelet.conf
-// (then only this node is verified).
-func verifyClient(env *host.Env, o *VerifyOptions) (kubernetes.Interface, *rest.Config, []string, error) {
-	path, nodes := o.Kubeconfig, o.Nodes
-	if path == "" {
-		path = host.AdminKubeconfig
-		if !env.Exists(path) && env.Exists(host.KubeletKubeconfig) {
-			path = host.KubeletKubeconfig
-			if len(nodes) == 0 {
-				if name := host.NodeNameFromCert(env); name != "" {
-					nodes = []string{name}
-				}
-			}
+// verifyClient picks the credentials as kubectl would, then admin.conf, else the node's
+// kubelet.conf (then only this node is verified).
+func verifyClient(deps *Deps, env *host.Env, o *VerifyOptions) (kubernetes.Interface, *rest.Config, []string, error) {
+	kc := o.choose(deps, env, host.AdminKubeconfig, host.KubeletKubeconfig)
+	nodes := o.Nodes
+	if kc.From == "default" && len(kc.Paths) == 1 && kc.Paths[0] == host.KubeletKubeconfig && len(nodes) == 0 {
+		if name := host.NodeNameFromCert(env); name != "" {
+			nodes = []string{name}
 		}
 	}
-	client, cfg, err := env.ClientFromKubeconfig(path)
+	client, cfg, err := env.ClientFor(kc)
 	if err != nil {
-		return nil, nil, nil, operr.Wrap(operr.Usage, err, "cannot use the kubeconfig "+path, "pass --kubeconfig with an admin kubeconfig, or run on a joined node")
+		return nil, nil, nil, operr.Wrap(operr.Usage, err, "cannot use the kubeconfig", "pass --kubeconfig (or set KUBECONFIG) with an admin kubeconfig, or run on a joined node")
 	}
 	return client, cfg, nodes, nil
 }
@@ -205,18 +189,16 @@ func x509CertPool(cfg *rest.Config) (*x509.CertPool, error) {
 }
 
 func printChecks(w io.Writer, checks []verify.Check) {
-	fmt.Fprintf(w, "%-5s %-10s %-22s %s\n", "", "NODE", "CHECK", "RESULT")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\tNODE\tCHECK\tRESULT")
 	for _, c := range checks {
 		line := c.Summary
 		if c.Evidence != "" {
 			line += " (" + c.Evidence + ")"
 		}
-		node := c.Node
-		if node == "" {
-			node = "-"
-		}
-		fmt.Fprintf(w, "%-5s %-10s %-22s %s\n", strings.ToUpper(string(c.Status)), node, c.ID, line)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", strings.ToUpper(string(c.Status)), dash(c.Node), c.ID, line)
 	}
+	_ = tw.Flush()
 }
 
 // NodesOptions are the flags and arguments of kjoin nodes.
@@ -227,30 +209,27 @@ type NodesOptions struct {
 }
 
 // NewCmdNodes builds kjoin nodes.
-func NewCmdNodes(deps *Deps) *cobra.Command {
+func NewCmdNodes(deps *Deps, g *Globals) *cobra.Command {
 	o := &NodesOptions{}
 	cmd := &cobra.Command{
-		Use: "nodes [NAME...]", Short: "The cluster's node map: role, Ready, Lease age, IPs, zone, versions, OS, joined at, pod CIDR, taints",
+		Use: "nodes [NAME...]", Short: "The cluster's node map: roles, Ready, Lease age, IPs, versions (-o wide: zone, runtime, OS, kernel, pod CIDR, taints)",
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { o.Names = args; return runNodes(cmd.Context(), deps, o) },
 	}
-	bindAdminFlags(cmd, &o.AdminOptions, "text, json or yaml")
+	bindAdminFlags(cmd, &o.AdminOptions, g)
 	cmd.Flags().StringVarP(&o.Selector, "selector", "l", "", "label selector (as kubectl's -l), e.g. node-role.kubernetes.io/control-plane")
 	return cmd
 }
 
 func runNodes(ctx context.Context, deps *Deps, o *NodesOptions) error {
-	if err := checkOutput(o.Output, "text", "json", "yaml"); err != nil {
-		return err
+	if _, err := labels.Parse(o.Selector); err != nil {
+		return operr.Wrap(operr.Usage, err, "invalid --selector "+strconv.Quote(o.Selector), "a kubectl label selector, e.g. node-role.kubernetes.io/control-plane or zone=a")
 	}
 	ac, err := newAdminClient(deps, &o.AdminOptions)
 	if err != nil {
 		return err
 	}
-	if _, err := labels.Parse(o.Selector); err != nil {
-		return operr.Wrap(operr.Usage, err, "invalid --selector "+strconv.Quote(o.Selector), "a kubectl label selector, e.g. node-role.kubernetes.io/control-plane or zone=a")
-	}
-	rows, err := verify.NodeMap(ctx, ac.client, deps.NewEnv(o.Root, 0).Clock, verify.Selection{Names: o.Names, Selector: o.Selector})
+	rows, err := verify.NodeMap(ctx, ac.client, ac.clock, verify.Selection{Names: o.Names, Selector: o.Selector})
 	if err != nil {
 		var missing *verify.NoNodeError
 		if errors.As(err, &missing) {
@@ -258,23 +237,48 @@ func runNodes(ctx context.Context, deps *Deps, o *NodesOptions) error {
 		}
 		return apiError(err, "list", "nodes")
 	}
-	if o.Output != "text" {
-		return printObject(deps.Out, o.Output, rows)
-	}
-	// tabwriter: long names and versions never shift the columns.
-	w := tabwriter.NewWriter(deps.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NAME\tROLES\tREADY\tLEASE\tINTERNAL-IPS\tZONE\tINSTANCE-TYPE\tKUBELET\tRUNTIME\tOS-IMAGE\tKERNEL\tJOINED\tPOD-CIDR\tTAINTS")
+	list := &output.NodeList{Items: []output.Node{}}
 	for _, r := range rows {
-		roles := r.Roles
-		if len(roles) == 0 {
-			roles = []string{r.Role}
-		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			r.Name, strings.Join(roles, ","), r.Ready, r.LeaseAge, dash(strings.Join(r.InternalIPs, ",")), dash(r.Zone), dash(r.InstanceType),
-			dash(r.KubeletVersion), dash(r.Runtime), dash(r.OSImage), dash(r.KernelVersion), r.JoinedAt.Format(time.RFC3339), dash(r.PodCIDR),
-			dash(strings.Join(r.Taints, ",")))
+		list.Items = append(list.Items, nodeOf(r))
 	}
-	return w.Flush()
+	if !o.g.Output.Text() {
+		return printResult(deps, o.g, list, nil)
+	}
+	return printNodes(deps.Out, list.Items, o.g.Output.Wide())
+}
+
+// printNodes prints the node map as a table (tabwriter: long names and versions never shift
+// the columns); wide adds the columns kubectl get nodes -o wide has and the taints.
+func printNodes(w io.Writer, nodes []output.Node, wide bool) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	head := "NAME\tROLES\tSTATUS\tLEASE\tINTERNAL-IPS\tVERSION\tJOINED"
+	if wide {
+		head += "\tZONE\tINSTANCE-TYPE\tCONTAINER-RUNTIME\tOS-IMAGE\tKERNEL-VERSION\tPOD-CIDR\tTAINTS"
+	}
+	fmt.Fprintln(tw, head)
+	for _, n := range nodes {
+		roles := n.Roles
+		if len(roles) == 0 {
+			roles = []string{n.Role}
+		}
+		status := "NotReady"
+		switch {
+		case n.Ready:
+			status = "Ready"
+		case n.ReadyStatus == "Unknown":
+			status = "Unknown"
+		}
+		lease := "none"
+		if n.LeaseAge != nil {
+			lease = time.Duration(n.LeaseAge.Seconds * float64(time.Second)).Round(time.Second).String()
+		}
+		cols := []string{n.Name, strings.Join(roles, ","), status, lease, dash(strings.Join(n.InternalIPs, ",")), dash(n.KubeletVersion), n.JoinedAt.Format(time.RFC3339)}
+		if wide {
+			cols = append(cols, dash(n.Zone), dash(n.InstanceType), dash(n.ContainerRuntime), dash(n.OSImage), dash(n.KernelVersion), dash(n.PodCIDR), dash(strings.Join(n.Taints, ",")))
+		}
+		fmt.Fprintln(tw, strings.Join(cols, "\t"))
+	}
+	return tw.Flush()
 }
 
 func dash(s string) string {
