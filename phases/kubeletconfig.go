@@ -3,6 +3,8 @@ package phases
 import (
 	"context"
 	"fmt"
+	"os"
+	"path"
 	"reflect"
 	"time"
 
@@ -22,7 +24,8 @@ import (
 //
 //	Reads:  s.BootstrapClient, s.Opts (CRISocket, NodeName, ControlPlane, Taints, KubeletExtraArgs, PatchesDir,
 //	        Timeouts)
-//	Writes: /var/lib/kubelet/{config.yaml,instance-config.yaml,kubeadm-flags.env}
+//	Writes: /var/lib/kubelet/{config.yaml,instance-config.yaml,kubeadm-flags.env}, the static-pod
+//	        directory (staticPodPath) where it is missing
 var KubeletConfig = Phase{Name: "kubelet-config", Short: "Write the kubelet configuration from the cluster's kubelet-config", Needs: []string{"discovery"}, Run: runKubeletConfig}
 
 func runKubeletConfig(ctx context.Context, e *host.Env, s *State) error {
@@ -97,7 +100,33 @@ func runKubeletConfig(ctx context.Context, e *host.Env, s *State) error {
 			return fmt.Errorf("write kubelet configuration: %w", err)
 		}
 	}
+	if err := staticPodDir(e, s, cfg); err != nil {
+		return err
+	}
 	e.Logf("kubelet-config", "wrote %s from the cluster's kubelet-config, %s and %s", host.KubeletConfigPath, host.KubeletInstancePath, host.KubeletFlagsPath)
+	return nil
+}
+
+// staticPodDir makes the kubelet's static-pod directory (staticPodPath, kubeadm's
+// /etc/kubernetes/manifests) where it is missing, as kubeadm's package does on every node:
+// without it a worker's kubelet logs "Unable to read config path" every second. It is a
+// directory the node's packages own, so reset leaves it (as kubeadm reset does).
+func staticPodDir(e *host.Env, s *State, kubeletConfig []byte) error {
+	var c struct {
+		StaticPodPath string `json:"staticPodPath"`
+	}
+	_ = yaml.Unmarshal(kubeletConfig, &c) // the phase has parsed it already
+	dir := c.StaticPodPath
+	if dir == "" || !path.IsAbs(dir) {
+		return nil // no static pods configured: nothing to make
+	}
+	if s.Opts.DryRun || e.Exists(dir) {
+		return nil
+	}
+	if err := os.MkdirAll(e.Paths.Of(dir), 0o755); err != nil {
+		return fmt.Errorf("create the kubelet's static-pod directory %s: %w", dir, err)
+	}
+	s.MarkChanged()
 	return nil
 }
 

@@ -53,3 +53,27 @@ func TestKubeletConfigNeedsTheClustersConfigMap(t *testing.T) {
 	}
 	assertNothingWritten(t, h)
 }
+
+// A worker gets the kubelet's static-pod directory (staticPodPath) when it lacks one, as
+// kubeadm's package makes it, so its kubelet does not log a missing config path every second;
+// a dry run makes nothing.
+func TestKubeletConfigMakesTheStaticPodDirectory(t *testing.T) {
+	t.Parallel()
+	for _, dry := range []bool{true, false} {
+		h := newTestHost(t)
+		_ = os.RemoveAll(h.env.Paths.Of(host.ManifestsDir))
+		o := h.options(t)
+		o.DryRun = dry
+		s := &State{Opts: o, BootstrapClient: h.client}
+		if err := KubeletConfig.Run(context.Background(), h.env, s); err != nil {
+			t.Fatal(err)
+		}
+		st, err := os.Stat(h.env.Paths.Of(host.ManifestsDir))
+		if dry && err == nil {
+			t.Error("a dry run made the static-pod directory")
+		}
+		if !dry && (err != nil || !st.IsDir() || st.Mode().Perm() != 0o755) {
+			t.Errorf("no static-pod directory 0755 after kubelet-config: %v %v", st, err)
+		}
+	}
+}
