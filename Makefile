@@ -98,7 +98,7 @@ demo: build components
 
 ## dist: static, stripped, version-stamped kjoin for linux/amd64 and linux/arm64, shell
 ## completions, .deb packages (nfpm) and SHA256SUMS in dist/
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+VERSION ?= $(shell git describe --tags --match 'v[0-9]*' --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
 BUILD_DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 NFPM ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
@@ -110,7 +110,9 @@ dist:
 	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags "$(DIST_LDFLAGS)" -o dist/kjoin-linux-$$arch ./cmd/kjoin || exit 1; \
 	done
 	for sh in bash zsh fish; do dist/kjoin-linux-amd64 completion $$sh > dist/completions/kjoin.$$sh || exit 1; done
-	v='$(VERSION)'; case $$v in v[0-9]*) deb=$${v#v} ;; *) deb=0.0.0~git$$v ;; esac; \
+	$(GO) run ./packaging/genman dist/man '$(VERSION)' && gzip -9n dist/man/*.1
+	deb=$$(packaging/debversion.sh '$(VERSION)'); \
+	packaging/changelog.sh "$$deb" | gzip -9n > dist/changelog.gz; \
 	for arch in amd64 arm64; do \
 	  cp dist/kjoin-linux-$$arch dist/kjoin && \
 	  DEB_ARCH=$$arch DEB_VERSION=$$deb $(NFPM) package --packager deb --config packaging/nfpm.yaml --target dist/ || exit 1; \

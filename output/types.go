@@ -57,7 +57,7 @@ type Duration struct {
 // NewDuration rounds d to the millisecond.
 func NewDuration(d time.Duration) *Duration {
 	d = d.Round(time.Millisecond)
-	return &Duration{Seconds: d.Seconds(), String: d.String()}
+	return &Duration{Seconds: float64(d.Milliseconds()) / 1000, String: d.String()}
 }
 
 // FileMode is a file mode as an octal string ("0600").

@@ -24,8 +24,8 @@ import (
 //
 //	Reads:  s.BootstrapClient, s.Opts (CRISocket, NodeName, ControlPlane, Taints, KubeletExtraArgs, PatchesDir,
 //	        Timeouts)
-//	Writes: /var/lib/kubelet/{config.yaml,instance-config.yaml,kubeadm-flags.env}, the static-pod
-//	        directory (staticPodPath) where it is missing
+//	Writes: /var/lib/kubelet/{config.yaml,instance-config.yaml,kubeadm-flags.env}, and beside
+//	        them the static-pod directory (staticPodPath) where it is missing
 var KubeletConfig = Phase{Name: "kubelet-config", Short: "Write the kubelet configuration from the cluster's kubelet-config", Needs: []string{"discovery"}, Run: runKubeletConfig}
 
 func runKubeletConfig(ctx context.Context, e *host.Env, s *State) error {
@@ -92,6 +92,7 @@ func runKubeletConfig(ctx context.Context, e *host.Env, s *State) error {
 		{host.KubeletInstancePath, kubelet.InstanceConfig(s.Opts.CRISocket)},
 		{host.KubeletFlagsPath, kubelet.FlagsEnv(defaults, extra)},
 	}
+	before := s.changes
 	for _, f := range files {
 		if f.path == host.KubeletConfigPath && sameYAML(e, f.path, f.data) {
 			continue // e.g. written by kubeadm with other formatting: same settings, leave it
@@ -100,8 +101,12 @@ func runKubeletConfig(ctx context.Context, e *host.Env, s *State) error {
 			return fmt.Errorf("write kubelet configuration: %w", err)
 		}
 	}
-	if err := staticPodDir(e, s, cfg); err != nil {
-		return err
+	// Only beside a configuration this run wrote: a node another tool joined and left without
+	// the directory stays as it was (re-running kjoin there changes nothing).
+	if s.changes > before {
+		if err := staticPodDir(e, s, cfg); err != nil {
+			return err
+		}
 	}
 	e.Logf("kubelet-config", "wrote %s from the cluster's kubelet-config, %s and %s", host.KubeletConfigPath, host.KubeletInstancePath, host.KubeletFlagsPath)
 	return nil
@@ -126,7 +131,6 @@ func staticPodDir(e *host.Env, s *State, kubeletConfig []byte) error {
 	if err := os.MkdirAll(e.Paths.Of(dir), 0o755); err != nil {
 		return fmt.Errorf("create the kubelet's static-pod directory %s: %w", dir, err)
 	}
-	s.MarkChanged()
 	return nil
 }
 

@@ -77,3 +77,22 @@ func TestKubeletConfigMakesTheStaticPodDirectory(t *testing.T) {
 		}
 	}
 }
+
+// A node whose kubelet configuration is already in place (another tool joined it without a
+// static-pod directory) is left as it is: re-running kjoin there changes nothing.
+func TestKubeletConfigLeavesAJoinedNodeAlone(t *testing.T) {
+	t.Parallel()
+	h := newTestHost(t)
+	s := &State{Opts: h.options(t), BootstrapClient: h.client}
+	if err := KubeletConfig.Run(context.Background(), h.env, s); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.RemoveAll(h.env.Paths.Of(host.ManifestsDir))
+	again := &State{Opts: h.options(t), BootstrapClient: h.client}
+	if err := KubeletConfig.Run(context.Background(), h.env, again); err != nil {
+		t.Fatal(err)
+	}
+	if again.Changed() || h.env.Exists(host.ManifestsDir) {
+		t.Errorf("the second run changed the node (changed %v, directory made %v)", again.Changed(), h.env.Exists(host.ManifestsDir))
+	}
+}
