@@ -108,6 +108,8 @@ type Env struct {
 	SocketReachable func(path string) bool
 	// LocalAddressFor returns this host's IP on the route to endpoint (host:port).
 	LocalAddressFor func(endpoint string) (string, error)
+	// Status shows what the phases wait for (nil: nothing is shown).
+	Status *Status
 	// Fault is the lab's fault point: called at named points inside phases ("tls-bootstrap/
 	// csr-created", "etcd-join/locked", …) so a test can pause, kill or disturb the join
 	// exactly there. Nil in release builds.
@@ -162,6 +164,9 @@ func (e *Env) Logf(phase, format string, args ...any) {
 	}
 	logMu.Lock()
 	defer logMu.Unlock()
+	if e.Status != nil && e.Status.Terminal {
+		clearLive(e.Status.Out) // the live status line is redrawn at its next update
+	}
 	fmt.Fprintf(e.Out, "["+phase+"] "+format+"\n", args...)
 }
 

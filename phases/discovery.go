@@ -2,6 +2,7 @@ package phases
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -43,6 +44,7 @@ func runDiscovery(ctx context.Context, e *host.Env, s *State) error {
 		if s.Opts.DiscoveryToken == nil {
 			return operr.New(operr.Usage, "no discovery method: give an API server endpoint and --token, or --discovery-file", "")
 		}
+		waited := e.Waiting("discovery", fmt.Sprintf("cluster-info from %s, verified by the pinned CA and signed for token %s", s.Opts.Endpoint, s.Opts.DiscoveryToken.ID), s.Opts.Timeouts.Discovery)
 		res, err := discovery.Token(ctx, discovery.Request{
 			Endpoint:                 s.Opts.Endpoint,
 			Token:                    *s.Opts.DiscoveryToken,
@@ -52,6 +54,7 @@ func runDiscovery(ctx context.Context, e *host.Env, s *State) error {
 			Clock:                    e.Clock,
 			Logf:                     func(f string, a ...any) { e.Debugf("discovery", f, a...) },
 		})
+		waited()
 		if err != nil {
 			return err
 		}

@@ -130,7 +130,9 @@ func runEtcdJoin(ctx context.Context, e *host.Env, s *State) error {
 			return writeManifest(e, s, "etcd", b)
 		},
 	}
+	waited := e.Waiting("etcd-join", "this node's etcd member to be added, started and promoted to voter", s.Opts.Timeouts.EtcdAPICall)
 	res, err := j.Run(ctx)
+	waited()
 	if err != nil {
 		return err
 	}

@@ -30,7 +30,7 @@ var KubeletConfig = Phase{Name: "kubelet-config", Short: "Write the kubelet conf
 
 func runKubeletConfig(ctx context.Context, e *host.Env, s *State) error {
 	var raw string
-	err := e.Poll(ctx, 250*time.Millisecond, s.Opts.Timeouts.KubernetesAPICall, func(ctx context.Context) (bool, error) {
+	err := e.PollFor(ctx, "kubelet-config", "the cluster's kube-system/kubelet-config", 250*time.Millisecond, s.Opts.Timeouts.KubernetesAPICall, func(ctx context.Context) (bool, error) {
 		cm, err := s.BootstrapClient.CoreV1().ConfigMaps("kube-system").Get(ctx, "kubelet-config", metav1.GetOptions{})
 		switch {
 		case err == nil:

@@ -1,6 +1,7 @@
 package phases
 
 import (
+	"fmt"
 	"context"
 	"time"
 
@@ -38,7 +39,7 @@ func runMarkControlPlane(ctx context.Context, e *host.Env, s *State) error {
 		return nil
 	}
 	name := s.Opts.NodeName
-	err := e.Poll(ctx, 250*time.Millisecond, s.Opts.Timeouts.ControlPlane, func(ctx context.Context) (bool, error) {
+	err := e.PollFor(ctx, "mark-control-plane", fmt.Sprintf("Node %q to mark it a control plane", s.Opts.NodeName), 250*time.Millisecond, s.Opts.Timeouts.ControlPlane, func(ctx context.Context) (bool, error) {
 		_, err := s.AdminClient.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		return err == nil, nil
 	})

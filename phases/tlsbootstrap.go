@@ -86,7 +86,9 @@ func runTLSBootstrap(ctx context.Context, e *host.Env, s *State) error {
 	}
 	e.At("tls-bootstrap/csr-created")
 	s.NodeKey, s.CSRName = req.Key, csrName
+	waited := e.Waiting("tls-bootstrap", "CSR "+csrName+" to be approved and signed", s.Opts.Timeouts.TLSBootstrap)
 	issued, err := tlsbootstrap.Wait(ctx, req, csrName)
+	waited()
 	if err != nil {
 		if errors.Is(err, tlsbootstrap.ErrFinal) {
 			forgetCSR(e, s)

@@ -43,6 +43,7 @@ func runWaitControlPlane(ctx context.Context, e *host.Env, s *State) error {
 	}
 	// The three are polled at once: each answers as soon as it can, none waits for the others.
 	errs := make([]error, len(checks))
+	defer e.Waiting("wait-control-plane", "this node's kube-apiserver, kube-controller-manager and kube-scheduler to be healthy", s.Opts.Timeouts.ControlPlane)()
 	var wg sync.WaitGroup
 	for i, c := range checks {
 		wg.Add(1)

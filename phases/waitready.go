@@ -76,7 +76,7 @@ func runWaitReady(ctx context.Context, e *host.Env, s *State) error {
 		observe(n)
 		return true
 	}
-	err := e.Poll(ctx, 100*time.Millisecond, s.Opts.Timeouts.KubeletHealth, func(ctx context.Context) (bool, error) { return get(ctx), nil })
+	err := e.PollFor(ctx, "wait-ready", fmt.Sprintf("the kubelet to register Node %q", name), 100*time.Millisecond, s.Opts.Timeouts.KubeletHealth, func(ctx context.Context) (bool, error) { return get(ctx), nil })
 	if err != nil {
 		return operr.Newf(operr.Timeout,
 			"the kubelet did not register Node %q within %s", name, s.Opts.Timeouts.KubeletHealth).
@@ -90,7 +90,7 @@ func runWaitReady(ctx context.Context, e *host.Env, s *State) error {
 	if s.Opts.WaitReady {
 		limit = s.Opts.WaitReadyTimeout
 	}
-	err = e.Poll(ctx, 100*time.Millisecond, limit, func(ctx context.Context) (bool, error) {
+	err = e.PollFor(ctx, "wait-ready", fmt.Sprintf("Node %q to be Ready", name), 100*time.Millisecond, limit, func(ctx context.Context) (bool, error) {
 		get(ctx)
 		return s.Ready, nil
 	})
@@ -121,7 +121,7 @@ func waitKubeletHealthy(ctx context.Context, e *host.Env, s *State) error {
 	}
 	url := fmt.Sprintf("http://127.0.0.1:%d/healthz", port)
 	client := e.HTTPClient(nil)
-	err := e.Poll(ctx, 100*time.Millisecond, s.Opts.Timeouts.KubeletHealth, func(ctx context.Context) (bool, error) {
+	err := e.PollFor(ctx, "wait-ready", "the kubelet's "+url+" and its client certificate", 100*time.Millisecond, s.Opts.Timeouts.KubeletHealth, func(ctx context.Context) (bool, error) {
 		if !e.Exists(host.KubeletClientCurrent) {
 			return false, nil
 		}

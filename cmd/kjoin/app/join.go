@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/joinconfig"
 	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/output"
@@ -127,6 +128,7 @@ func runJoin(cmd *cobra.Command, deps *Deps, o *JoinOptions) error {
 	}
 	env := deps.NewEnv(o.g.Root, o.Verbosity)
 	env.Out = progressOut
+	env.Status = &host.Status{Out: progressOut, Terminal: progressOut == deps.Err && deps.ErrIsTerminal != nil && deps.ErrIsTerminal(), Clock: env.Clock}
 	var warnings []string
 	warn := func(s string) {
 		warnings = append(warnings, s)

@@ -47,6 +47,8 @@ type Deps struct {
 	NewEnv func(root string, verbosity int) *host.Env
 	// InIsTerminal reports whether In is a terminal (reset then asks for confirmation).
 	InIsTerminal func() bool
+	// ErrIsTerminal reports whether Err is a terminal (waits then show as a live line).
+	ErrIsTerminal func() bool
 }
 
 // Main runs kjoin with the process's arguments and returns the exit code.
@@ -54,10 +56,11 @@ func Main() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	deps := &Deps{
-		Streams:      Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr},
-		Getenv:       takeSecretEnv(),
-		NewEnv:       func(root string, v int) *host.Env { return HostEnv(root, v, os.Stderr) },
-		InIsTerminal: func() bool { return term.IsTerminal(int(os.Stdin.Fd())) },
+		Streams:       Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr},
+		Getenv:        takeSecretEnv(),
+		NewEnv:        func(root string, v int) *host.Env { return HostEnv(root, v, os.Stderr) },
+		InIsTerminal:  func() bool { return term.IsTerminal(int(os.Stdin.Fd())) },
+		ErrIsTerminal: func() bool { return term.IsTerminal(int(os.Stderr.Fd())) },
 	}
 	return Run(ctx, deps, os.Args[1:])
 }

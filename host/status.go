@@ -1,0 +1,94 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// Status says what a command waits for, once a wait has lasted a second: on a terminal as one
+// live line, rewritten every second with the time left ("[tls-bootstrap] waiting for CSR
+// csr-x to be signed (4m31s left)"); elsewhere as a line when the wait starts to show and one
+// every 15 s while it lasts, so logs stay readable. Progress lines printed meanwhile go above
+// the live line.
+type Status struct {
+	Out      io.Writer
+	Terminal bool
+	// Clock drives the updates (a fake one in tests).
+	Clock clock.Clock
+}
+
+// Status's timing: a wait shows after showAfter; a non-terminal repeats every every.
+const (
+	showAfter = time.Second
+	every     = 15 * time.Second
+)
+
+// liveLine is the live status line on the terminal, "" when none is shown (guarded by logMu).
+var liveLine string
+
+// clearLive removes the live line before other output (logMu held).
+func clearLive(w io.Writer) {
+	if liveLine != "" {
+		fmt.Fprint(w, "\r\033[K")
+		liveLine = ""
+	}
+}
+
+// Waiting shows that phase waits for what, with budget as its limit, until the returned
+// function is called (at once, or when the wait ends). Without a Status it does nothing.
+func (e *Env) Waiting(phase, what string, budget time.Duration) (done func()) {
+	st := e.Status
+	if st == nil || st.Out == nil {
+		return func() {}
+	}
+	start := st.Clock.Now()
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	line := func() string {
+		since := st.Clock.Since(start)
+		left := budget - since
+		if left < 0 {
+			left = 0
+		}
+		return fmt.Sprintf("[%s] waiting for %s (%s, %s left)", phase, what, since.Round(time.Second), left.Round(time.Second))
+	}
+	go func() {
+		defer close(stopped)
+		next := showAfter
+		for {
+			select {
+			case <-stop:
+				return
+			case <-st.Clock.After(next):
+			}
+			logMu.Lock()
+			if st.Terminal {
+				liveLine = line()
+				fmt.Fprint(st.Out, "\r\033[K"+liveLine)
+				next = time.Second
+			} else {
+				fmt.Fprintln(st.Out, line())
+				next = every
+			}
+			logMu.Unlock()
+		}
+	}()
+	return func() {
+		close(stop)
+		<-stopped
+		logMu.Lock()
+		if st.Terminal {
+			clearLive(st.Out)
+		}
+		logMu.Unlock()
+	}
+}
+
+// PollFor is Poll, shown as a wait for what (Waiting) while it lasts.
+func (e *Env) PollFor(ctx context.Context, phase, what string, interval, timeout time.Duration, cond func(context.Context) (bool, error)) error {
+	defer e.Waiting(phase, what, timeout)()
+	return e.Poll(ctx, interval, timeout, cond)
+}

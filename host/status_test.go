@@ -1,0 +1,97 @@
+package host
+
+import (
+	"bytes"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// step advances the fake clock by d once the status goroutine waits on it.
+func step(t *testing.T, c *clocktesting.FakeClock, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !c.HasWaiters() {
+		if time.Now().After(deadline) {
+			t.Fatal("the status line never waited on the clock")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	c.Step(d)
+}
+
+func waitFor(t *testing.T, b *syncBuffer, want string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(b.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in %q", want, b.String())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// On a terminal a wait longer than a second shows as one live line with the time left,
+// rewritten every second; a progress line clears it first; the end of the wait clears it.
+func TestStatusLineOnATerminal(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
+	out := &syncBuffer{}
+	e := &Env{Out: out, Status: &Status{Out: out, Terminal: true, Clock: clk}}
+	done := e.Waiting("tls-bootstrap", "CSR csr-1 to be signed", 5*time.Minute)
+	step(t, clk, time.Second)
+	waitFor(t, out, "\r\033[K[tls-bootstrap] waiting for CSR csr-1 to be signed (1s, 4m59s left)")
+	step(t, clk, time.Second)
+	waitFor(t, out, "(2s, 4m58s left)")
+	e.Logf("tls-bootstrap", "a progress line")
+	if !strings.Contains(out.String(), "left)\r\033[K[tls-bootstrap] a progress line\n") {
+		t.Errorf("the progress line did not clear the live line first: %q", out.String())
+	}
+	done()
+	if strings.Count(out.String(), "\n") != 1 {
+		t.Errorf("a terminal's status is not one rewritten line: %q", out.String())
+	}
+}
+
+// Elsewhere (a log, a pipe) a wait shows as a line when it has lasted a second and one every
+// 15 s; a wait shorter than a second shows nothing.
+func TestStatusLinesInALog(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
+	out := &syncBuffer{}
+	e := &Env{Out: out, Status: &Status{Out: out, Clock: clk}}
+	e.Waiting("discovery", "cluster-info", time.Minute)()
+	if out.String() != "" {
+		t.Fatalf("a wait of no time printed %q", out.String())
+	}
+	clk = clocktesting.NewFakeClock(time.Unix(0, 0)) // the first wait's timer stays registered on the old one
+	e.Status.Clock = clk
+	done := e.Waiting("wait-ready", "Node w1 to be Ready", 4*time.Minute)
+	step(t, clk, time.Second)
+	waitFor(t, out, "[wait-ready] waiting for Node w1 to be Ready (1s, 3m59s left)\n")
+	step(t, clk, 15*time.Second)
+	waitFor(t, out, "(16s, 3m44s left)\n")
+	done()
+	if strings.Contains(out.String(), "\r") || strings.Count(out.String(), "\n") != 2 {
+		t.Errorf("log lines: %q", out.String())
+	}
+}
+
+// syncBuffer is written by the status goroutine and read by the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
