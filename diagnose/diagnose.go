@@ -89,8 +89,40 @@ func Run(ctx context.Context, d Deps) *Report {
 	g.nodeChecks(ctx, apiOK)
 	g.runtimeChecks(ctx)
 	g.resourceChecks()
+	g.listSkipped()
 	g.r.Verdict = g.verdict()
 	return g.r
+}
+
+// requires names each check's precondition: when that did not pass, the check does not run
+// and is listed as skipped with the reason, not dropped.
+var requires = []struct{ id, needs string }{
+	{"cert.node", "cert.validity"}, {"cert.rotation", "cert.validity"},
+	{"api.dns", "api.config"}, {"api.tcp", "api.config"}, {"api.tls", "api.tcp"}, {"api.clock", "api.tls"}, {"api.auth", "api.tls"},
+	{"node.registered", "api.auth"}, {"node.pressure", "node.registered"}, {"node.taints", "node.registered"},
+	{"node.lease", "node.registered"}, {"node.podcidr", "node.registered"}, {"cert.csr", "node.registered"},
+	{"cri.runtime", "cri.reachable"}, {"cri.network", "cri.reachable"}, {"cri.containers", "cri.reachable"},
+	{"cri.version", "cri.reachable"}, {"cri.runtimeconfig", "cri.version"}, {"cri.sandbox", "cri.version"},
+}
+
+// listSkipped adds a skipped check for each check that did not run because its precondition
+// did not pass, naming it (a check whose precondition passed and that is absent does not
+// apply here: api.dns for an API server named by its IP).
+func (g *diagnosis) listSkipped() {
+	for _, r := range requires {
+		if _, ran := g.status[r.id]; ran {
+			continue
+		}
+		st, ok := g.status[r.needs]
+		if !ok || st == verify.Pass {
+			if !ok {
+				g.skip(r.id, "not checked", "needs "+r.needs+", which did not run")
+			}
+			continue
+		}
+		why := map[verify.Status]string{verify.Fail: "failed", verify.Warn: "could not tell", verify.Skip: "was not checked"}[st]
+		g.skip(r.id, "not checked", "needs "+r.needs+", which "+why)
+	}
 }
 
 type diagnosis struct {
@@ -129,6 +161,10 @@ func (g *diagnosis) warn(id, summary, evidence string) {
 }
 func (g *diagnosis) fail(id, summary, evidence string) {
 	g.add(Check{ID: id, Status: verify.Fail, Summary: summary, Evidence: evidence})
+}
+
+func (g *diagnosis) skip(id, summary, reason string) {
+	g.add(Check{ID: id, Status: verify.Skip, Summary: summary, Evidence: reason})
 }
 
 func (g *diagnosis) failed(id string) bool { return g.status[id] == verify.Fail }

@@ -34,7 +34,12 @@ import (
 	"kjoin.dev/kjoin/verify"
 )
 
-type runner struct{ kubeletUp bool }
+// runner answers systemctl and journalctl like a host: show is systemctl show's output (""
+// fails, as the lab's stand-in does), log the kubelet's journal ("" a default one).
+type runner struct {
+	kubeletUp bool
+	show, log string
+}
 
 func (r *runner) Run(_ context.Context, name string, args ...string) ([]byte, error) {
 	cmd := name + " " + strings.Join(args, " ")
@@ -43,10 +48,30 @@ func (r *runner) Run(_ context.Context, name string, args ...string) ([]byte, er
 		if !r.kubeletUp {
 			return nil, errors.New("inactive")
 		}
+	case strings.HasPrefix(cmd, "systemctl show"):
+		if r.show == "" {
+			return nil, errors.New("unsupported verb show")
+		}
+		return []byte(r.show), nil
 	case strings.HasPrefix(cmd, "journalctl"):
+		if r.log != "" {
+			return []byte(r.log), nil
+		}
 		return []byte("I1130 10:00:00 ok\nE1130 10:00:01 kubelet.go:1 something failed\n"), nil
 	}
 	return nil, nil
+}
+
+// crashLog is the journal of a kubelet that exits at start three times.
+const crashLog = `E1201 10:00:00.1 run.go:72] "command failed" err="failed to load kubelet config file, path: /var/lib/kubelet/config.yaml, error: yaml: line 3: mapping values are not allowed in this context"
+kubelet.service: Main process exited, code=exited, status=1/FAILURE
+E1201 10:00:10.1 run.go:72] "command failed" err="failed to load kubelet config file, path: /var/lib/kubelet/config.yaml, error: yaml: line 3: mapping values are not allowed in this context"
+E1201 10:00:20.1 run.go:72] "command failed" err="failed to load kubelet config file, path: /var/lib/kubelet/config.yaml, error: yaml: line 3: mapping values are not allowed in this context"
+`
+
+// unhealthy makes the kubelet's /healthz refuse connections (nothing listens on port 1).
+func unhealthy(t *testing.T, n *node) {
+	n.write(t, host.KubeletConfigPath, "kind: KubeletConfiguration\nrotateCertificates: true\nhealthzPort: 1\n")
 }
 
 type runtime struct {
@@ -286,6 +311,15 @@ func TestFaultsNamedByTheVerdict(t *testing.T) {
 			n.issueCert(t, time.Now().Add(-48*time.Hour), time.Now().Add(-time.Hour))
 		}, "cert.validity"},
 		{"certificate of another node", func(t *testing.T, n *node) { n.deps.NodeName = "w2" }, "cert.node"},
+		{"crash loop counted by systemd", func(t *testing.T, n *node) {
+			unhealthy(t, n)
+			n.runner.kubeletUp = false
+			n.runner.show = "NRestarts=7\nActiveState=activating\nSubState=auto-restart\nExecMainStatus=1\n"
+		}, "kubelet.crashloop"},
+		{"crash loop only in the kubelet's log", func(t *testing.T, n *node) {
+			unhealthy(t, n)
+			n.runner.log = crashLog
+		}, "kubelet.crashloop"},
 		{"disk pressure", func(t *testing.T, n *node) {
 			n.deps.Statfs = func(string) (uint64, uint64, error) { return 1 << 30, 100 << 30, nil }
 		}, "res.nodefs"},
@@ -333,3 +367,44 @@ func TestNeverJoined(t *testing.T) {
 }
 
 func newVerdict(t *testing.T) *Report { return verdictOf(t, newNode(t)) }
+
+// A crash loop names the error the kubelet exits with and where the restarts were counted;
+// a healthy kubelet whose log holds past failed starts is not looping.
+func TestCrashLoopEvidence(t *testing.T) {
+	n := newNode(t)
+	unhealthy(t, n)
+	n.runner.log = crashLog
+	r := verdictOf(t, n)
+	c := checkOf(t, r, "kubelet.crashloop")
+	if c.Status != verify.Fail || !strings.Contains(c.Evidence, "its log: 3 failed start(s)") || !strings.Contains(c.Evidence, "it exits with: failed to load kubelet config file") {
+		t.Errorf("crash loop check %+v", c)
+	}
+	n = newNode(t)
+	n.runner.log = crashLog
+	if c := checkOf(t, verdictOf(t, n), "kubelet.crashloop"); c.Status != verify.Pass {
+		t.Errorf("a healthy kubelet with old failures in its log is called a crash loop: %+v", c)
+	}
+}
+
+// Checks whose precondition failed are listed as skipped, naming it, not dropped.
+func TestSkippedChecksAreListed(t *testing.T) {
+	n := newNode(t)
+	n.deps.Dial = func(context.Context, string, string) (net.Conn, error) { return nil, errors.New("i/o timeout") }
+	r := verdictOf(t, n)
+	for id, reason := range map[string]string{"api.tls": "needs api.tcp, which failed", "api.auth": "needs api.tls, which was not checked", "node.lease": "needs node.registered, which was not checked"} {
+		if c := checkOf(t, r, id); c.Status != verify.Skip || c.Evidence != reason {
+			t.Errorf("%s: %+v, want skipped: %s", id, c, reason)
+		}
+	}
+}
+
+func checkOf(t *testing.T, r *Report, id string) Check {
+	t.Helper()
+	for _, c := range r.Checks {
+		if c.ID == id {
+			return c
+		}
+	}
+	t.Fatalf("no check %s in %+v", id, r.Checks)
+	return Check{}
+}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -100,6 +101,7 @@ func (g *diagnosis) kubeletChecks(ctx context.Context) {
 		}
 	}
 	out, err := g.e.Exec.Run(ctx, "journalctl", "-u", "kubelet", "-n", "300", "--no-pager", "-o", "cat")
+	g.crashLoopCheck(ctx, string(out), err, g.failed("kubelet.healthz"))
 	if err != nil {
 		g.warn("kubelet.log", "the kubelet's log is not readable", err.Error())
 		return
@@ -184,4 +186,60 @@ func (g *diagnosis) cniConfig() (string, bool) {
 		return "no .conf/.conflist in " + dir, false
 	}
 	return dir + ": " + strings.Join(confs, ", "), true
+}
+
+// crashLoopCheck names a kubelet that keeps exiting at start. The restarts are counted where
+// systemd counts them (NRestarts, the unit waiting in auto-restart) and where only the
+// kubelet's log shows them: each exit of a kubelet that fails to start logs "command failed"
+// with the error it exits with (and journald adds systemd's "Main process exited" lines). A
+// kubelet that answers /healthz is not looping, whatever its log's past says.
+func (g *diagnosis) crashLoopCheck(ctx context.Context, log string, logErr error, unhealthy bool) {
+	props := map[string]string{}
+	showErr := error(nil)
+	if out, err := g.e.Exec.Run(ctx, "systemctl", "show", "kubelet", "--property", "NRestarts,ActiveState,SubState,ExecMainStatus"); err == nil {
+		for _, l := range strings.Split(string(out), "\n") {
+			if k, v, ok := strings.Cut(strings.TrimSpace(l), "="); ok {
+				props[k] = v
+			}
+		}
+	} else {
+		showErr = err
+	}
+	if showErr != nil && logErr != nil {
+		g.skip("kubelet.crashloop", "neither systemd nor the kubelet's log can be read", showErr.Error())
+		return
+	}
+	restarts, _ := strconv.Atoi(props["NRestarts"])
+	failedStarts, exited, lastErr := 0, 0, ""
+	for _, l := range strings.Split(log, "\n") {
+		switch {
+		case strings.Contains(l, `"command failed"`):
+			failedStarts++
+			if _, e, ok := strings.Cut(l, `err="`); ok {
+				lastErr = strings.TrimSuffix(e, `"`)
+			}
+		case strings.Contains(l, "kubelet.service: Main process exited"):
+			exited++
+		}
+	}
+	exits := max(failedStarts, exited) // journald logs both lines for one exit
+	looping := unhealthy && (restarts >= 2 || exits >= 2 || props["SubState"] == "auto-restart")
+	if !looping {
+		g.pass("kubelet.crashloop", "the kubelet is not restarting in a loop", fmt.Sprintf("%d restart(s) counted by systemd, %d failed start(s) in its log", restarts, exits))
+		return
+	}
+	ev := []string{}
+	if restarts > 0 || props["SubState"] != "" {
+		ev = append(ev, fmt.Sprintf("systemd: %d restart(s), %s/%s, last exit status %s", restarts, props["ActiveState"], props["SubState"], props["ExecMainStatus"]))
+	}
+	if exits > 0 {
+		ev = append(ev, fmt.Sprintf("its log: %d failed start(s)", exits))
+	}
+	if lastErr != "" {
+		if len(lastErr) > 300 {
+			lastErr = lastErr[:300] + "..."
+		}
+		ev = append(ev, "it exits with: "+lastErr)
+	}
+	g.fail("kubelet.crashloop", "the kubelet keeps exiting at start (a crash loop)", strings.Join(ev, "; "))
 }

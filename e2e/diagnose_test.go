@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,6 +94,40 @@ func TestDiagnoseFaults(t *testing.T) {
 		}
 		waitDiagnosis(t, c, "w7", "kubelet.service", 30*time.Second)
 		c.MustRun(t, "w7", "systemctl", "start", "kubelet")
+		healthy(t)
+	})
+	t.Run("kubelet crash loop", func(t *testing.T) {
+		cfg := c.HostPath("w7", "/var/lib/kubelet/config.yaml")
+		good, err := os.ReadFile(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(cfg, []byte("kind: KubeletConfiguration\nnot yaml: [\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c.MustRun(t, "w7", "systemctl", "restart", "kubelet")
+		// Prove the fault: the kubelet exits at start, again and again.
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			log, _ := os.ReadFile(c.HostPath("w7", "/run/lab/kubelet.log"))
+			if strings.Count(string(log), `"command failed"`) >= 2 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the broken config.yaml did not make the kubelet exit twice:\n%s", tail(string(log), 20))
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		out := waitDiagnosis(t, c, "w7", "kubelet.crashloop", 30*time.Second)
+		for _, ch := range out.Checks {
+			if ch.ID == "kubelet.crashloop" && !strings.Contains(ch.Evidence, "failed to load kubelet config file") {
+				t.Errorf("the crash loop does not name the error the kubelet exits with: %s", ch.Evidence)
+			}
+		}
+		if err := os.WriteFile(cfg, good, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c.MustRun(t, "w7", "systemctl", "restart", "kubelet")
 		healthy(t)
 	})
 	t.Run("containerd stopped", func(t *testing.T) {

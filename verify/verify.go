@@ -35,6 +35,8 @@ const (
 	Pass Status = "pass"
 	Warn Status = "warn"
 	Fail Status = "fail"
+	// Skip: the check did not run because what it needs failed or is missing (the evidence says which).
+	Skip Status = "skip"
 )
 
 // Check is one verified fact, with its evidence. IDs are stable (automation keys on them).
