@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kjoin.dev/kjoin/e2e/framework"
 	"kjoin.dev/kjoin/e2e/lab"
@@ -26,21 +28,22 @@ var hexRunRE = regexp.MustCompile(`[0-9a-fA-F]+`)
 
 type recap struct{ ok, changed, failed string }
 
-// runPlaybook runs examples/ansible/site.yml against lab hosts and returns the recap per host.
-func runPlaybook(t *testing.T, c *framework.Cluster, inventory string) map[string]recap {
+// runPlaybook runs examples/ansible/site.yml against lab hosts (with extra ansible-playbook
+// arguments, such as --check) and returns the recap per host; wantFail expects the run to fail.
+func runPlaybook(t *testing.T, c *framework.Cluster, inventory string, wantFail bool, extra ...string) map[string]recap {
 	t.Helper()
 	playbook, err := filepath.Abs("../examples/ansible/site.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// -vvv prints every task's arguments and environment: the secrets must not be among them.
-	cmd := exec.Command("ansible-playbook", "-vvv", "-i", inventory, playbook)
+	cmd := exec.Command("ansible-playbook", append([]string{"-vvv", "-i", inventory, playbook}, extra...)...)
 	cmd.Env = append(os.Environ(), "ANSIBLE_NOCOLOR=1", "ANSIBLE_STDOUT_CALLBACK=default", "ANSIBLE_LOCAL_TEMP="+t.TempDir())
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
-	t.Logf("ansible-playbook (%s):\n%s", time.Since(start).Round(time.Millisecond), tail(string(out), 40))
-	if err != nil {
-		t.Fatalf("ansible-playbook: %v", err)
+	t.Logf("ansible-playbook %v (%s):\n%s", extra, time.Since(start).Round(time.Millisecond), tail(string(out), 40))
+	if (err != nil) != wantFail {
+		t.Fatalf("ansible-playbook %v: %v (want failure: %v)", extra, err, wantFail)
 	}
 	if strings.Contains(string(out), strings.Split(lab.Token, ".")[1]) {
 		t.Error("the token secret appears in Ansible's output")
@@ -58,9 +61,26 @@ func runPlaybook(t *testing.T, c *framework.Cluster, inventory string) map[strin
 	return res
 }
 
-// TestAnsiblePlaybook runs the example playbook with Debian's ansible-core against lab hosts:
-// the first run joins w1 and cp2, the second changes nothing, and after kjoin reset on w1 a
-// third run joins it again.
+// clusterMarks are what a run may not change for joined hosts: the bootstrap tokens and the
+// uploaded control-plane certificates (kube-system/kubeadm-certs, its resourceVersion).
+func clusterMarks(t *testing.T, c *framework.Cluster) (tokens int, certs string) {
+	t.Helper()
+	ss, err := c.Client.CoreV1().Secrets("kube-system").List(context.Background(), metav1.ListOptions{FieldSelector: "type=bootstrap.kubernetes.io/token"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	certs = "none"
+	if s, err := c.Client.CoreV1().Secrets("kube-system").Get(context.Background(), "kubeadm-certs", metav1.GetOptions{}); err == nil {
+		certs = s.ResourceVersion
+	}
+	return len(ss.Items), certs
+}
+
+// TestAnsiblePlaybook runs the example playbook with Debian's ansible-core (become via su)
+// against lab hosts: --check on fresh hosts reports would-change and changes nothing; the
+// first run joins w1 and cp2; the second changes nothing and mints no token; after kjoin
+// reset on w1 a third run joins it again without re-uploading certificates; a run whose
+// join fails leaves no secret behind.
 func TestAnsiblePlaybook(t *testing.T) {
 	if _, err := exec.LookPath("ansible-playbook"); err != nil {
 		t.Fatal("ansible-playbook is not installed (e2e/scripts/install-deps.sh installs ansible-core)")
@@ -68,37 +88,75 @@ func TestAnsiblePlaybook(t *testing.T) {
 	c := framework.Get(t)
 	c.Host(t, "w1")
 	c.Host(t, "cp2")
-	inv := filepath.Join(t.TempDir(), "inventory.ini")
+	dir := t.TempDir()
 	line := func(h string) string {
-		return fmt.Sprintf("%s ansible_connection=local ansible_python_interpreter=%s", h, c.PythonPath(h))
+		return fmt.Sprintf("%s ansible_connection=local ansible_become_method=su ansible_python_interpreter=%s", h, c.PythonPath(h))
 	}
-	content := fmt.Sprintf("[first_control_plane]\n%s\n\n[control_planes]\n%s kjoin_advertise_address=%s\n\n[workers]\n%s\n",
-		line("cp1"), line("cp2"), c.Hosts["cp2"].IP, line("w1"))
-	if err := os.WriteFile(inv, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
+	inventory := func(name, workers string) string {
+		inv := filepath.Join(dir, name)
+		content := fmt.Sprintf("[first_control_plane]\n%s\n\n[control_planes]\n%s kjoin_advertise_address=%s\n\n[workers]\n%s\n",
+			line("cp1"), line("cp2"), c.Hosts["cp2"].IP, workers)
+		if err := os.WriteFile(inv, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return inv
+	}
+	inv := inventory("inventory.ini", line("w1"))
+
+	tokens, certs := clusterMarks(t, c)
+	check := runPlaybook(t, c, inv, false, "--check")
+	if check["w1"].changed == "0" || check["cp2"].changed == "0" {
+		t.Errorf("--check on fresh hosts should report would-change: %+v", check)
+	}
+	if tk, ce := clusterMarks(t, c); tk != tokens || ce != certs {
+		t.Errorf("--check changed the cluster: tokens %d → %d, kubeadm-certs %s → %s", tokens, tk, certs, ce)
+	}
+	for _, h := range []string{"w1", "cp2"} {
+		for _, f := range []string{"/etc/kubernetes/kubelet.conf", "/var/lib/kjoin/journal.json"} {
+			if _, err := os.Stat(c.HostPath(h, f)); err == nil {
+				t.Errorf("--check wrote %s on %s", f, h)
+			}
+		}
 	}
 
-	first := runPlaybook(t, c, inv)
+	first := runPlaybook(t, c, inv, false)
 	if first["w1"].changed == "0" || first["cp2"].changed == "0" || first["w1"].failed != "0" || first["cp2"].failed != "0" {
 		t.Errorf("first run should join w1 and cp2 (changed): %+v", first)
 	}
 	c.WaitNodeCondition(t, "w1", corev1.NodeReady, corev1.ConditionTrue, time.Minute)
 	assertEtcdVoters(t, c, 2)
 
-	second := runPlaybook(t, c, inv)
+	tokens, certs = clusterMarks(t, c)
+	second := runPlaybook(t, c, inv, false)
 	for _, h := range []string{"cp1", "w1", "cp2"} {
 		if second[h].changed != "0" || second[h].failed != "0" {
 			t.Errorf("second run: %s should be ok/unchanged: %+v", h, second[h])
 		}
 	}
+	if tk, ce := clusterMarks(t, c); tk != tokens || ce != certs {
+		t.Errorf("a run with every host joined minted a token or re-uploaded certificates: tokens %d → %d, kubeadm-certs %s → %s", tokens, tk, certs, ce)
+	}
 
 	c.MustRun(t, "w1", "kjoin", "reset")
-	third := runPlaybook(t, c, inv)
+	third := runPlaybook(t, c, inv, false)
 	if third["w1"].changed == "0" || third["cp2"].changed != "0" {
 		t.Errorf("after reset on w1 only w1 should change: %+v", third)
 	}
+	if _, ce := clusterMarks(t, c); ce != certs {
+		t.Errorf("joining only a worker re-uploaded the control-plane certificates (kubeadm-certs %s → %s)", certs, ce)
+	}
 	c.WaitNodeCondition(t, "w1", corev1.NodeReady, corev1.ConditionTrue, time.Minute)
 
+	// A join that fails (a node name kjoin refuses): the run fails, the secrets are gone.
+	c.Host(t, "w2")
+	bad := inventory("inventory-bad.ini", line("w1")+"\n"+line("w2")+` kjoin_extra_args='["--node-name", "Not_A_Name"]'`)
+	failed := runPlaybook(t, c, bad, true)
+	if failed["w2"].failed == "0" || failed["w1"].failed != "0" {
+		t.Errorf("the bad join should fail on w2 only: %+v", failed)
+	}
+	if r := c.Run(t, "w2", "sh", "-c", "ls -d /tmp/kjoin-* 2>/dev/null"); strings.TrimSpace(r.Stdout) != "" {
+		t.Errorf("the failed join left its secrets on w2:\n%s", r.Stdout)
+	}
 }
 
 func tail(s string, n int) string {
