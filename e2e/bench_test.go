@@ -181,13 +181,15 @@ func TestBench(t *testing.T) {
 }
 
 // benchRounds runs rounds+1 rounds (the first a warm-up) of every tool, one join at a time on
-// a fresh host, and records a sample per join.
+// a fresh host (rotated per tool and round), and records a sample per join.
 func benchRounds(t *testing.T, c *framework.Cluster, rng *rand.Rand, section string, tools []benchTool, hosts []string, key string, rounds int) {
 	for round := 0; round <= rounds; round++ {
 		order := rng.Perm(len(tools))
 		for pos, ti := range order {
 			tool := tools[ti]
-			host := hosts[(round+pos)%len(hosts)]
+			// The host follows the tool and the round, never the (random) order: each tool
+			// runs on each host equally often, whoever goes first.
+			host := hosts[(ti+round)%len(hosts)]
 			if _, err := c.AddHost(context.Background(), host, t.Logf); err != nil {
 				t.Fatal(err)
 			}

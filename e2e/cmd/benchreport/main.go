@@ -173,7 +173,11 @@ func of(vals []int64) stats {
 	}
 	s := slices.Clone(vals)
 	slices.Sort(s)
-	return stats{int64(len(s)), s[0], s[len(s)/2], s[len(s)-1]}
+	med := s[len(s)/2]
+	if len(s)%2 == 0 { // the true median: the mean of the two middle values
+		med = (s[len(s)/2-1] + s[len(s)/2] + 1) / 2
+	}
+	return stats{int64(len(s)), s[0], med, s[len(s)-1]}
 }
 
 func (s stats) String() string {
@@ -208,6 +212,17 @@ func field(ss []sample, f func(sample) int64) []int64 {
 	var out []int64
 	for _, s := range ss {
 		if v := f(s); v > 0 {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// phase is a phase's durations where the sample has the phase: a phase that took 0 ms counts.
+func phase(ss []sample, name string) []int64 {
+	var out []int64
+	for _, s := range ss {
+		if v, ok := s.Phases[name]; ok {
 			out = append(out, v)
 		}
 	}
@@ -313,7 +328,7 @@ func controlPlane(b *strings.Builder, samples []sample) {
 		slices.SortStableFunc(names, func(a, b string) int { return slices.Index(order, a) - slices.Index(order, b) })
 		w("kjoin's phases (`-o json`), min / **median** / max:\n\n| phase | time |\n|---|---|\n")
 		for _, n := range names {
-			w("| %s | %s |\n", n, of(field(kj, func(s sample) int64 { return s.Phases[n] })))
+			w("| %s | %s |\n", n, of(phase(kj, n)))
 		}
 		w("\n")
 	}
