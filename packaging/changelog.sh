@@ -3,8 +3,10 @@
 # one per release tag (v0.x.y), newest first. Usage: changelog.sh DEB_VERSION
 set -euo pipefail
 ver=$1
-entry() { # version date(RFC 2822) text
-  printf 'kjoin (%s) unstable; urgency=medium\n\n  * %s\n\n -- kjoin maintainers <kjoin@kjoin.dev>  %s\n\n' "$1" "$3" "$2"
+entry() { # version date(RFC 2822) text (wrapped at 80 columns, as Debian's changelog wants)
+  printf 'kjoin (%s) unstable; urgency=medium\n\n' "$1"
+  printf '%s\n' "$3" | fold -s -w 74 | sed 's/ *$//; 1s/^/  * /; 2,$s/^/    /'
+  printf '\n -- kjoin maintainers <kjoin@kjoin.dev>  %s\n\n' "$2"
 }
 date=$(git log -1 --format=%aD 2>/dev/null || date -R)
 latest=$(git describe --tags --abbrev=0 --match 'v[0-9]*' 2>/dev/null || true)
