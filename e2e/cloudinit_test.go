@@ -146,5 +146,20 @@ func TestCloudInitFirstBoot(t *testing.T) {
 	if r := c.Run(t, "cp1", "kjoin", "verify", h, "--wait=3m"); r.Err != nil {
 		t.Errorf("kjoin verify --wait after the first-boot join: %v", r.Error())
 	}
+
+	// The node map on the lab: -o wide shows the node's OS and kernel, -l selects by label.
+	wide := c.MustRun(t, "cp1", "kjoin", "nodes", "-o", "wide", h)
+	lines := strings.Split(strings.TrimSpace(wide.Stdout), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "OS-IMAGE") || !strings.HasPrefix(lines[1], h+" ") || !strings.Contains(lines[1], "Ready") {
+		t.Errorf("kjoin nodes -o wide %s:\n%s", h, wide.Stdout)
+	}
+	uname := strings.TrimSpace(c.MustRun(t, h, "uname", "-r").Stdout)
+	if !strings.Contains(lines[len(lines)-1], uname) {
+		t.Errorf("kjoin nodes -o wide does not show %s's kernel %s:\n%s", h, uname, wide.Stdout)
+	}
+	sel := c.MustRun(t, "cp1", "kjoin", "nodes", "-l", "node-role.kubernetes.io/control-plane", "-o", "jsonpath={.items[*].name}")
+	if names := strings.Fields(sel.Stdout); len(names) == 0 || strings.Contains(sel.Stdout, h) || !strings.Contains(sel.Stdout, "cp1") {
+		t.Errorf("kjoin nodes -l node-role.kubernetes.io/control-plane: %q", sel.Stdout)
+	}
 	c.MustRun(t, h, "kjoin", "reset", "-f")
 }
