@@ -320,6 +320,11 @@ func TestFaultsNamedByTheVerdict(t *testing.T) {
 			unhealthy(t, n)
 			n.runner.log = crashLog
 		}, "kubelet.crashloop"},
+		{"crash loop of an expired certificate", func(t *testing.T, n *node) { // the cause, not the symptom
+			unhealthy(t, n)
+			n.runner.log = crashLog
+			n.issueCert(t, time.Now().Add(-48*time.Hour), time.Now().Add(-time.Hour))
+		}, "cert.validity"},
 		{"disk pressure", func(t *testing.T, n *node) {
 			n.deps.Statfs = func(string) (uint64, uint64, error) { return 1 << 30, 100 << 30, nil }
 		}, "res.nodefs"},
@@ -378,6 +383,14 @@ func TestCrashLoopEvidence(t *testing.T) {
 	c := checkOf(t, r, "kubelet.crashloop")
 	if c.Status != verify.Fail || !strings.Contains(c.Evidence, "its log: 3 failed start(s)") || !strings.Contains(c.Evidence, "it exits with: failed to load kubelet config file") {
 		t.Errorf("crash loop check %+v", c)
+	}
+	// An expired certificate makes the kubelet exit too: the loop is listed, the cause named.
+	n = newNode(t)
+	unhealthy(t, n)
+	n.runner.log = crashLog
+	n.issueCert(t, time.Now().Add(-48*time.Hour), time.Now().Add(-time.Hour))
+	if r := verdictOf(t, n); checkOf(t, r, "kubelet.crashloop").Status != verify.Fail || r.Verdict.CheckID != "cert.validity" {
+		t.Errorf("crash loop of an expired certificate: verdict %s, loop %+v", r.Verdict.CheckID, checkOf(t, r, "kubelet.crashloop"))
 	}
 	n = newNode(t)
 	n.runner.log = crashLog

@@ -1,5 +1,7 @@
 package diagnose
 
+import "slices"
+
 // causes, from the reporting path inward: the first failed check names the verdict.
 var causes = []struct{ id, cause, next string }{
 	{"node.joined", "this node has not joined a cluster (no kubelet.conf)", "join it: kjoin join <endpoint> --token-file ... --discovery-token-ca-cert-hash sha256:..."},
@@ -28,8 +30,15 @@ var causes = []struct{ id, cause, next string }{
 	{"node.conditions", "the Node is not Ready", "see node.conditions' evidence; kubectl describe node"},
 }
 
+// crashCauses explain a kubelet that exits at start: when one of them failed, it is the
+// verdict, and the crash loop only its symptom.
+var crashCauses = []string{"cert.validity", "cert.node", "api.config", "cri.reachable"}
+
 func (g *diagnosis) verdict() Verdict {
 	for _, c := range causes {
+		if c.id == "kubelet.crashloop" && slices.ContainsFunc(crashCauses, g.failed) {
+			continue
+		}
 		if g.failed(c.id) {
 			return Verdict{Cause: c.cause, CheckID: c.id, Next: c.next}
 		}

@@ -30,7 +30,7 @@ type recap struct{ ok, changed, failed string }
 
 // runPlaybook runs examples/ansible/site.yml against lab hosts (with extra ansible-playbook
 // arguments, such as --check) and returns the recap per host; wantFail expects the run to fail.
-func runPlaybook(t *testing.T, c *framework.Cluster, inventory string, wantFail bool, extra ...string) map[string]recap {
+func runPlaybook(t *testing.T, c *framework.Cluster, inventory string, wantFail bool, extra ...string) (map[string]recap, string) {
 	t.Helper()
 	playbook, err := filepath.Abs("../examples/ansible/site.yml")
 	if err != nil {
@@ -58,7 +58,7 @@ func runPlaybook(t *testing.T, c *framework.Cluster, inventory string, wantFail 
 		res[m[1]] = recap{ok: m[2], changed: m[3], failed: m[5]}
 		fmt.Printf("RECAP %s\n", m[0])
 	}
-	return res
+	return res, string(out)
 }
 
 // clusterMarks are what a run may not change for joined hosts: the bootstrap tokens and the
@@ -104,7 +104,7 @@ func TestAnsiblePlaybook(t *testing.T) {
 	inv := inventory("inventory.ini", line("w1"))
 
 	tokens, certs := clusterMarks(t, c)
-	check := runPlaybook(t, c, inv, false, "--check")
+	check, _ := runPlaybook(t, c, inv, false, "--check")
 	if check["w1"].changed == "0" || check["cp2"].changed == "0" {
 		t.Errorf("--check on fresh hosts should report would-change: %+v", check)
 	}
@@ -119,7 +119,7 @@ func TestAnsiblePlaybook(t *testing.T) {
 		}
 	}
 
-	first := runPlaybook(t, c, inv, false)
+	first, _ := runPlaybook(t, c, inv, false)
 	if first["w1"].changed == "0" || first["cp2"].changed == "0" || first["w1"].failed != "0" || first["cp2"].failed != "0" {
 		t.Errorf("first run should join w1 and cp2 (changed): %+v", first)
 	}
@@ -127,7 +127,7 @@ func TestAnsiblePlaybook(t *testing.T) {
 	assertEtcdVoters(t, c, 2)
 
 	tokens, certs = clusterMarks(t, c)
-	second := runPlaybook(t, c, inv, false)
+	second, _ := runPlaybook(t, c, inv, false)
 	for _, h := range []string{"cp1", "w1", "cp2"} {
 		if second[h].changed != "0" || second[h].failed != "0" {
 			t.Errorf("second run: %s should be ok/unchanged: %+v", h, second[h])
@@ -138,7 +138,7 @@ func TestAnsiblePlaybook(t *testing.T) {
 	}
 
 	c.MustRun(t, "w1", "kjoin", "reset")
-	third := runPlaybook(t, c, inv, false)
+	third, _ := runPlaybook(t, c, inv, false)
 	if third["w1"].changed == "0" || third["cp2"].changed != "0" {
 		t.Errorf("after reset on w1 only w1 should change: %+v", third)
 	}
@@ -150,12 +150,19 @@ func TestAnsiblePlaybook(t *testing.T) {
 	// A join that fails (a node name kjoin refuses): the run fails, the secrets are gone.
 	c.Host(t, "w2")
 	bad := inventory("inventory-bad.ini", line("w1")+"\n"+line("w2")+` kjoin_extra_args='["--node-name", "Not_A_Name"]'`)
-	failed := runPlaybook(t, c, bad, true)
+	failed, log := runPlaybook(t, c, bad, true)
 	if failed["w2"].failed == "0" || failed["w1"].failed != "0" {
 		t.Errorf("the bad join should fail on w2 only: %+v", failed)
 	}
-	if r := c.Run(t, "w2", "sh", "-c", "ls -d /tmp/kjoin-* 2>/dev/null"); strings.TrimSpace(r.Stdout) != "" {
-		t.Errorf("the failed join left its secrets on w2:\n%s", r.Stdout)
+	made := regexp.MustCompile(`"path": "(/tmp/kjoin-join-secrets-[^"]+)"`).FindStringSubmatch(log)
+	if made == nil {
+		t.Fatal("the failed run's log does not show the secrets directory the role made")
+	}
+	if r := c.Run(t, "w2", "test", "-e", made[1]); r.ExitCode == 0 {
+		t.Errorf("the failed join left its secrets directory %s on w2", made[1])
+	}
+	if r := c.Run(t, "w2", "sh", "-c", "ls -d /tmp/kjoin-join-secrets-* 2>/dev/null"); strings.TrimSpace(r.Stdout) != "" {
+		t.Errorf("a run left secrets directories behind:\n%s", r.Stdout)
 	}
 }
 
