@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"kjoin.dev/kjoin/e2e/bench"
 	"kjoin.dev/kjoin/e2e/framework"
 	"kjoin.dev/kjoin/e2e/lab"
 )
@@ -43,6 +45,8 @@ type Sample struct {
 	EtcdRestarted bool               `json:"etcdRestarted,omitempty"`
 	Extra         map[string]float64 `json:"extra,omitempty"`
 	Error         string             `json:"error,omitempty"`
+	// Meta describes the run (section "meta", the first sample): machine, versions, seed.
+	Meta bench.Meta `json:"meta,omitempty"`
 }
 
 var sampleMu sync.Mutex
@@ -55,6 +59,21 @@ func recordSample(t *testing.T, s Sample) {
 	}
 	sampleMu.Lock()
 	defer sampleMu.Unlock()
+	if !metaWritten {
+		// The run's description, as it runs: the report states it rather than reading what
+		// is installed when it is generated.
+		metaWritten = true
+		repo, _ := filepath.Abs("..")
+		m := bench.Describe(os.Getenv("KJOIN_BIN"), os.Getenv("KJOIN_COMPONENTS"), repo)
+		m["seed"] = strconv.FormatUint(runSeed(t), 10)
+		m["command"] = os.Getenv("KJOIN_BENCH_COMMAND")
+		m["started"] = time.Now().UTC().Format(time.RFC3339)
+		appendSample(t, p, Sample{Section: "meta", Meta: m})
+	}
+	appendSample(t, p, s)
+}
+
+func appendSample(t *testing.T, p string, s Sample) {
 	b, _ := json.Marshal(s)
 	f, err := os.OpenFile(p, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
@@ -66,13 +85,28 @@ func recordSample(t *testing.T, s Sample) {
 	}
 }
 
-// benchRand is the run's random order, seeded from KJOIN_BENCH_SEED (logged, so a run can be
-// repeated in the same order).
+var (
+	metaWritten bool
+	seedOnce    sync.Once
+	seed        uint64
+)
+
+// runSeed is the run's order seed: KJOIN_BENCH_SEED, else one drawn once per run, so one
+// number repeats the whole run's order.
+func runSeed(t *testing.T) uint64 {
+	seedOnce.Do(func() {
+		var err error
+		if seed, err = strconv.ParseUint(os.Getenv("KJOIN_BENCH_SEED"), 10, 64); err != nil {
+			seed = uint64(time.Now().UnixNano())
+		}
+	})
+	return seed
+}
+
+// benchRand is a random order from the run's seed (logged, and recorded in the samples' meta,
+// so a run can be repeated in the same order with KJOIN_BENCH_SEED).
 func benchRand(t *testing.T) *rand.Rand {
-	seed, err := strconv.ParseUint(os.Getenv("KJOIN_BENCH_SEED"), 10, 64)
-	if err != nil {
-		seed = uint64(time.Now().UnixNano())
-	}
+	seed := runSeed(t)
 	t.Logf("order seed %d (KJOIN_BENCH_SEED)", seed)
 	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 }

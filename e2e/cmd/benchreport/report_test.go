@@ -34,3 +34,22 @@ func TestReportFromSamples(t *testing.T) {
 		t.Error("phases are not in join order")
 	}
 }
+
+// The report states the run's machine, versions, seed and command from the run's own meta
+// sample, not from what is installed when it is generated.
+func TestHeaderFromTheRunsMeta(t *testing.T) {
+	samples := []sample{{Section: "meta", Meta: map[string]string{"kjoin": "v0.3.9 (commit abc, go1.26.8)", "machine": "2 cores, 23 GiB, linux/amd64",
+		"seed": "42", "command": "make bench BENCH_ROUNDS=10", "started": "2026-12-01T10:00:00Z", "binary linux/amd64": "50.0 MiB (1 bytes)"}},
+		{Section: "worker", Tool: "kjoin join", OK: true, WallMs: 1}}
+	var b strings.Builder
+	header(&b, samples, "BENCHMARKS.samples.jsonl", "make bench (flag)", "/nonexistent/kjoin", "/nonexistent")
+	out := b.String()
+	for _, want := range []string{"(1 samples, run started 2026-12-01T10:00:00Z)", "produced by `make bench BENCH_ROUNDS=10`", "Order seed 42", "| kjoin | v0.3.9 (commit abc, go1.26.8) |"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("header lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "read when this report was generated") {
+		t.Errorf("a run with its meta is said to have none:\n%s", out)
+	}
+}
