@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -77,11 +78,35 @@ func NewCmdJoin(deps *Deps, g *Globals, runF func(*JoinOptions) error) *cobra.Co
 				return cmd.Parent().Parent().RunE(cmd, args)
 			},
 		}
-		sub.Flags().AddFlagSet(cmd.Flags())
+		for _, n := range phaseFlags(p.Name) {
+			sub.Flags().AddFlag(cmd.Flags().Lookup(n))
+		}
 		phaseCmd.AddCommand(sub)
 	}
 	cmd.AddCommand(phaseCmd)
 	return cmd
+}
+
+// phaseFlags are the join flags a phase run alone takes (as kubeadm's join phases each take
+// their own): every phase needs discovery (its trust and the bootstrap client), the node's name
+// and runtime and --config; the others only where the phase, or a phase it needs, uses them.
+func phaseFlags(phase string) []string {
+	base := []string{"config", "dry-run", "node-name", "cri-socket", "control-plane", "token", "token-file", "discovery-token",
+		"discovery-token-ca-cert-hash", "discovery-token-unsafe-skip-ca-verification", "discovery-file", "tls-bootstrap-token"}
+	controlPlane := []string{"certificate-key", "certificate-key-file", "apiserver-advertise-address", "apiserver-bind-port", "patches"}
+	switch phase {
+	case "preflight", "control-plane-prepare":
+		return slices.Concat(base, controlPlane, []string{"ignore-preflight-errors"})
+	case "version-check":
+		return append(base, "ignore-preflight-errors")
+	case "kubelet-config":
+		return append(base, "patches")
+	case "etcd-join", "control-plane-start", "mark-control-plane", "wait-control-plane":
+		return slices.Concat(base, controlPlane)
+	case "wait-ready":
+		return append(base, "wait", "wait-ready", "wait-ready-timeout")
+	}
+	return base // discovery, tls-bootstrap, kubelet-start
 }
 
 func bindJoinFlags(f *pflag.FlagSet, o *JoinOptions) {

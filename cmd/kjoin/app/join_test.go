@@ -219,3 +219,36 @@ func TestMisplacedSecretsAreRedacted(t *testing.T) {
 		}
 	}
 }
+
+// kjoin join phase NAME takes only the flags that phase uses (every one of them a join flag);
+// a flag the phase does not use is an unknown flag (exit 2).
+func TestPhaseSubcommandsTakeTheirFlags(t *testing.T) {
+	deps, _, _ := testDeps("", nil)
+	root := NewRootCmd(deps)
+	join, _, err := root.Find([]string{"join"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range phases.Join {
+		for _, n := range phaseFlags(p.Name) {
+			if join.Flags().Lookup(n) == nil {
+				t.Errorf("phase %s lists %q, which is not a join flag", p.Name, n)
+			}
+		}
+		sub, _, err := root.Find([]string{"join", "phase", p.Name})
+		if err != nil || sub.Flags().Lookup("token-file") == nil || sub.Flags().Lookup("discovery-token-ca-cert-hash") == nil {
+			t.Errorf("phase %s lacks the discovery flags: %v", p.Name, err)
+		}
+	}
+	for phase, flag := range map[string]string{"kubelet-start": "--patches=/x", "discovery": "--wait-ready", "tls-bootstrap": "--ignore-preflight-errors=all"} {
+		deps, _, errb := testDeps("", nil)
+		code := Run(context.Background(), deps, []string{"join", "phase", phase, "e:6443", flag})
+		if code != 2 || !strings.Contains(errb.String(), "unknown flag") {
+			t.Errorf("join phase %s %s: exit %d %s", phase, flag, code, errb)
+		}
+	}
+	sub, _, _ := root.Find([]string{"join", "phase", "wait-ready"})
+	if sub.Flags().Lookup("wait-ready-timeout") == nil || sub.Flags().Lookup("patches") != nil {
+		t.Error("wait-ready's flags are not its own")
+	}
+}
