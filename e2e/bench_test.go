@@ -212,6 +212,29 @@ func TestBench(t *testing.T) {
 		}
 		benchRounds(t, c, rng, "control-plane", tools, []string{"cp2", "cp3"}, key, envInt("KJOIN_BENCH_CP_ROUNDS", 10))
 	})
+	// A control plane joining a cluster of three voters, where kubeadm's etcd retry step and
+	// kjoin's learner restart behave otherwise than beside one voter: cp2 and cp3 are joined
+	// once (with kjoin, not measured), then each round's joins are measured on cp4 and cp5 and
+	// removed again (Forget removes the member), so every join meets three voters.
+	t.Run("control-plane-into-three", func(t *testing.T) {
+		key, err := c.UploadCerts(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range []string{"cp2", "cp3"} {
+			c.Host(t, h)
+			if r := kjoinControlPlane(t, c, h, key); r.Err != nil {
+				t.Fatalf("setting up the three voters: %v", r.Error())
+			}
+		}
+		assertEtcdVoters(t, c, 3)
+		tools := []benchTool{
+			{"kubeadm join --control-plane", func(h, k string) []string { return kubeadmArgs(h, k) }},
+			{"kjoin join --control-plane", func(h, k string) []string { return kjoinArgs(h, k) }},
+		}
+		benchRounds(t, c, rng, "control-plane-3", tools, []string{"cp4", "cp5"}, key, envInt("KJOIN_BENCH_CP_ROUNDS", 10))
+		assertEtcdVoters(t, c, 3)
+	})
 }
 
 // benchRounds runs rounds+1 rounds (the first a warm-up) of every tool, one join at a time on

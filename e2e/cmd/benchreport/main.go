@@ -268,12 +268,17 @@ func pulls(ss []sample) int {
 }
 
 func controlPlane(b *strings.Builder, samples []sample) {
-	tools, by := pick(samples, "control-plane")
+	controlPlaneSection(b, samples, "control-plane", "## Control-plane join\n\nOne control plane joins a one-member cluster (cp1), min / **median** / max.\n\n")
+	controlPlaneSection(b, samples, "control-plane-3", "## Control-plane join into three voters\n\nOne control plane joins a cluster of three voting members (cp1, cp2, cp3; each round's joiner is removed again), min / **median** / max.\n\n")
+}
+
+func controlPlaneSection(b *strings.Builder, samples []sample, section, heading string) {
+	tools, by := pick(samples, section)
 	if len(tools) == 0 {
 		return
 	}
 	w := func(f string, a ...any) { fmt.Fprintf(b, f, a...) }
-	w("## Control-plane join\n\nOne control plane joins a one-member cluster (cp1), min / **median** / max.\n\n")
+	w("%s", heading)
 	w("| command | rounds | wall | start → Ready | start → etcd voter |\n|---|---|---|---|---|\n")
 	for _, t := range tools {
 		ss := by[t]

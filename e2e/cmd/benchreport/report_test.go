@@ -23,6 +23,8 @@ func TestReportFromSamples(t *testing.T) {
 		"| `kjoin join` | 0.40 | 0.41 |", // 1.2/3.0 and 1.3/3.2
 		"kjoin / kubeadm, medians of this run: wall 0.40, start → Ready 0.40, start → voter 0.27",
 		"| discovery | 0.05 s / **0.05 s** / 0.05 s |",
+		"## Control-plane join into three voters",
+		"| `kjoin join --control-plane` | 1 | 12.00 s / **12.00 s** / 12.00 s | 12.50 s / **12.50 s** / 12.50 s | 6.00 s / **6.00 s** / 6.00 s |",
 		"| mark-control-plane | 0.00 s / **0.00 s** / 0.00 s |", // a phase of 0 ms is kept
 		"| 200 | 200 | 200 | 30.00 s |",
 	} {
