@@ -212,6 +212,14 @@ func TestBench(t *testing.T) {
 		}
 		benchRounds(t, c, rng, "control-plane", tools, []string{"cp2", "cp3"}, key, envInt("KJOIN_BENCH_CP_ROUNDS", 10))
 	})
+	// What a worker join costs the control plane: the joining side's API requests and writes
+	// until the Node is Ready, from cp1's audit log.
+	t.Run("cost", func(t *testing.T) {
+		benchCost(t, c, []benchTool{
+			{"kubeadm join", func(h, _ string) []string { return kubeadmArgs(h, "") }},
+			{"kjoin join", func(h, _ string) []string { return kjoinArgs(h, "") }},
+		}, envInt("KJOIN_BENCH_COST_ROUNDS", 3))
+	})
 	// A control plane joining a cluster of three voters, where kubeadm's etcd retry step and
 	// kjoin's learner restart behave otherwise than beside one voter: cp2 and cp3 are joined
 	// once (with kjoin, not measured), then each round's joins are measured on cp4 and cp5 and

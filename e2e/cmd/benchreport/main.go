@@ -55,6 +55,7 @@ func main() {
 	meta := header(&b, samples, *samplesPath, *command, *kjoin, *components)
 	worker(&b, samples)
 	controlPlane(&b, samples)
+	cost(&b, samples)
 	parallel(&b, samples)
 	nine(&b, samples)
 	storm(&b, samples)
@@ -270,6 +271,60 @@ func pulls(ss []sample) int {
 func controlPlane(b *strings.Builder, samples []sample) {
 	controlPlaneSection(b, samples, "control-plane", "## Control-plane join\n\nOne control plane joins a one-member cluster (cp1), min / **median** / max.\n\n")
 	controlPlaneSection(b, samples, "control-plane-3", "## Control-plane join into three voters\n\nOne control plane joins a cluster of three voting members (cp1, cp2, cp3; each round's joiner is removed again), min / **median** / max.\n\n")
+}
+
+// cost reports what a worker join costs the control plane: the joining side's API requests
+// and writes (etcd writes) until Ready, from the API server's audit log, per call.
+func cost(b *strings.Builder, samples []sample) {
+	tools, by := pick(samples, "cost")
+	if len(tools) == 0 {
+		return
+	}
+	w := func(f string, a ...any) { fmt.Fprintf(b, f, a...) }
+	w("## What a worker join costs the control plane\n\nThe joining side's API requests until the Node is Ready (anonymous discovery, the bootstrap token's, the new node's own), counted in cp1's audit log; writes are the mutating ones (each an etcd write). Medians over the measured rounds.\n\n")
+	w("| command | rounds | requests | writes |\n|---|---|---|---|\n")
+	calls := map[string]bool{}
+	for _, t := range tools {
+		ss := by[t]
+		count := func(k string) []int64 {
+			var out []int64
+			for _, s := range ss {
+				out = append(out, int64(s.Extra[k]))
+			}
+			return out
+		}
+		w("| `%s` | %d | %d (%d–%d) | %d (%d–%d) |\n", t, len(ss), of(count("requests")).med, of(count("requests")).min, of(count("requests")).max,
+			of(count("writes")).med, of(count("writes")).min, of(count("writes")).max)
+		for _, s := range ss {
+			for k := range s.Extra {
+				if k != "requests" && k != "writes" {
+					calls[k] = true
+				}
+			}
+		}
+	}
+	var names []string
+	for k := range calls {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	w("\n| call |")
+	for _, t := range tools {
+		w(" `%s` |", t)
+	}
+	w("\n|---|%s\n", strings.Repeat("---|", len(tools)))
+	for _, n := range names {
+		w("| %s |", n)
+		for _, t := range tools {
+			var vals []int64
+			for _, s := range by[t] {
+				vals = append(vals, int64(s.Extra[n]))
+			}
+			w(" %d |", of(vals).med)
+		}
+		w("\n")
+	}
+	w("\n")
 }
 
 func controlPlaneSection(b *strings.Builder, samples []sample, section, heading string) {

@@ -15,6 +15,7 @@ func TestReportFromSamples(t *testing.T) {
 	var b strings.Builder
 	worker(&b, samples)
 	controlPlane(&b, samples)
+	cost(&b, samples)
 	storm(&b, samples)
 	out := b.String()
 	for _, want := range []string{
@@ -24,6 +25,8 @@ func TestReportFromSamples(t *testing.T) {
 		"kjoin / kubeadm, medians of this run: wall 0.40, start → Ready 0.40, start → voter 0.27",
 		"| discovery | 0.05 s / **0.05 s** / 0.05 s |",
 		"## Control-plane join into three voters",
+		"| `kjoin join` | 1 | 20 (20–20) | 5 (5–5) |",
+		"| get configmaps | 8 | 3 |",
 		"| `kjoin join --control-plane` | 1 | 12.00 s / **12.00 s** / 12.00 s | 12.50 s / **12.50 s** / 12.50 s | 6.00 s / **6.00 s** / 6.00 s |",
 		"| mark-control-plane | 0.00 s / **0.00 s** / 0.00 s |", // a phase of 0 ms is kept
 		"| 200 | 200 | 200 | 30.00 s |",
