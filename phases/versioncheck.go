@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"kjoin.dev/kjoin/cri"
@@ -31,7 +32,17 @@ func runVersionCheck(ctx context.Context, e *host.Env, s *State) error {
 	if s.BootstrapClient == nil {
 		return operr.New(operr.Usage, "version-check needs the discovery phase", "run the whole join, or kjoin join phase discovery first")
 	}
+	// The three questions are independent: the kubelet binary and the runtime are asked while
+	// the API server answers (the kubelet's --version alone is a process start of a large binary).
+	var kv string
+	var kerr, rerr error
+	var rt *cri.Info
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); kv, kerr = kubeletVersion(ctx, e) }()
+	go func() { defer wg.Done(); rt, rerr = describeRuntime(ctx, e, s) }()
 	info, err := s.BootstrapClient.Discovery().ServerVersion()
+	wg.Wait()
 	if err != nil {
 		return operr.Wrap(operr.Other, err, "cannot read the API server's version", "check that the API server is reachable, then run the same command again")
 	}
@@ -39,14 +50,18 @@ func runVersionCheck(ctx context.Context, e *host.Env, s *State) error {
 	err = runChecks(e, s, "version-check", []check{
 		{"KubernetesVersion", func() (string, error) { return "", versions.CheckCluster(s.ClusterVersion) }},
 		{"KubeletVersion", func() (string, error) {
-			kv, err := kubeletVersion(ctx, e)
-			if err != nil {
-				return "", fmt.Errorf("couldn't get kubelet version: %w", err)
+			if kerr != nil {
+				return "", fmt.Errorf("couldn't get kubelet version: %w", kerr)
 			}
 			s.KubeletVersion = kv
 			return "", versions.CheckKubelet(kv, s.ClusterVersion, "")
 		}},
-		{"ContainerRuntimeVersion", func() (string, error) { return checkRuntime(ctx, e, s) }},
+		{"ContainerRuntimeVersion", func() (string, error) {
+			if rerr != nil {
+				return "", rerr
+			}
+			return checkRuntime(e, s, rt)
+		}},
 	})
 	if err != nil {
 		return err
@@ -55,18 +70,27 @@ func runVersionCheck(ctx context.Context, e *host.Env, s *State) error {
 	return nil
 }
 
-// checkRuntime asks the runtime what it is (kubeadm's ContainerRuntimeVersion check, plus its
-// image-pull check's sandbox image comparison) and records the answer in s.Runtime.
-func checkRuntime(ctx context.Context, e *host.Env, s *State) (string, error) {
+// describeRuntime asks the runtime what it is (nil when the host cannot ask).
+func describeRuntime(ctx context.Context, e *host.Env, s *State) (*cri.Info, error) {
 	if e.DescribeRuntime == nil {
-		return "", nil
+		return nil, nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	info, err := e.DescribeRuntime(cctx, s.Opts.CRISocket)
 	if err != nil {
-		return "", fmt.Errorf("could not ask the container runtime at %s what it is: %w", s.Opts.CRISocket, err)
+		return nil, fmt.Errorf("could not ask the container runtime at %s what it is: %w", s.Opts.CRISocket, err)
 	}
+	return &info, nil
+}
+
+// checkRuntime is kubeadm's ContainerRuntimeVersion check, plus its image-pull check's sandbox
+// image comparison, on the runtime's answer; it records the answer in s.Runtime.
+func checkRuntime(e *host.Env, s *State, rt *cri.Info) (string, error) {
+	if rt == nil {
+		return "", nil
+	}
+	info := *rt
 	s.Runtime = &info
 	e.Logf("version-check", "container runtime %s %s at %s", info.Name, info.Version, s.Opts.CRISocket)
 	var warnings []string

@@ -143,7 +143,8 @@ func TestRuntimeCheck(t *testing.T) {
 	e := &host.Env{DescribeRuntime: func(context.Context, string) (cri.Info, error) {
 		return cri.Info{Name: "containerd", Version: "1.6.20"}, nil
 	}}
-	if _, err = checkRuntime(context.Background(), e, s); err == nil || !strings.Contains(err.Error(), "RuntimeConfig") {
+	rt, _ := describeRuntime(context.Background(), e, s)
+	if _, err = checkRuntime(e, s, rt); err == nil || !strings.Contains(err.Error(), "RuntimeConfig") {
 		t.Errorf("a v1.38 kubelet on a runtime without RuntimeConfig: %v", err)
 	}
 }
