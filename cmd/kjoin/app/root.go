@@ -150,7 +150,10 @@ func unknownCommand(cmd *cobra.Command, name string) error {
 		cmd.SuggestionsMinimumDistance = 2 // cobra's own default for the root
 	}
 	if s := cmd.SuggestionsFor(name); len(s) > 0 {
-		hint = "did you mean " + cmd.CommandPath() + " " + strings.Join(s, " or ") + "?"
+		for i := range s {
+			s[i] = cmd.CommandPath() + " " + s[i]
+		}
+		hint = "did you mean " + strings.Join(s, " or ") + "?"
 	}
 	return operr.Newf(operr.Usage, "unknown command %q for %q", name, cmd.CommandPath()).WithHint(hint)
 }

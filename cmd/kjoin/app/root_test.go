@@ -107,6 +107,7 @@ func TestErrorJSONRetryable(t *testing.T) {
 func TestUnknownSubcommandsExit2(t *testing.T) {
 	for args, want := range map[string]string{
 		"joni":                "did you mean kjoin join?",
+		"tokn":                "did you mean kjoin join or kjoin token?",
 		"token lsit":          "did you mean kjoin token list?",
 		"join phase discovry": "did you mean kjoin join phase discovery?",
 		"certs frob":          `unknown command "frob" for "kjoin certs"`,
