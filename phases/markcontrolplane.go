@@ -1,8 +1,8 @@
 package phases
 
 import (
-	"fmt"
 	"context"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
