@@ -100,8 +100,14 @@ type stormResult struct {
 // deleted afterwards.
 func TestBootstrapStorm(t *testing.T) {
 	c := framework.Get(t)
-	c.Host(t, "w9")
-	writeToken(t, c, "w9", lab.Token)
+	// The fleet: KJOIN_STORM_HOSTS spreads the participants over several lab hosts (default w9
+	// alone); KJOIN_STORM_TOKENS runs each size with one shared token ("shared", the default)
+	// and/or a token per host ("per-host": API priority and fairness puts each token's user in
+	// a flow of its own).
+	hosts := strings.Split(envString("KJOIN_STORM_HOSTS", "w9"), ",")
+	for _, h := range hosts {
+		c.Host(t, h)
+	}
 	sizes := []int{200}
 	if s := os.Getenv("KJOIN_STORM"); s != "" {
 		sizes = nil
@@ -113,16 +119,35 @@ func TestBootstrapStorm(t *testing.T) {
 			sizes = append(sizes, n)
 		}
 	}
-	for _, n := range sizes {
-		if !stormRound(t, c, n) {
-			break // the size where it broke is the finding
+	for _, mode := range strings.Split(envString("KJOIN_STORM_TOKENS", "shared"), ",") {
+		for _, h := range hosts {
+			tok := lab.Token
+			if mode == "per-host" {
+				tok = strings.TrimSpace(c.MustRun(t, "cp1", "kjoin", "token", "create", "--ttl", "2h", "--description", "storm "+h).Stdout)
+			}
+			writeToken(t, c, h, tok)
+		}
+		for _, n := range sizes {
+			if !stormRound(t, c, n, hosts, mode) && os.Getenv("KJOIN_STORM_TO_THE_END") == "" {
+				break // the size where it broke is the finding
+			}
 		}
 	}
 }
 
-func stormRound(t *testing.T, c *framework.Cluster, n int) bool {
+func envString(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func stormRound(t *testing.T, c *framework.Cluster, n int, hosts []string, mode string) bool {
 	prefix := fmt.Sprintf("storm%d-", n)
-	defer cleanupStorm(t, c, prefix)
+	if len(hosts) > 1 || mode != "shared" {
+		prefix = fmt.Sprintf("storm%d-%d%s-", n, len(hosts), mode[:1]) // s(hared) or p(er-host)
+	}
+	defer cleanupStorm(t, c, prefix, hosts)
 	before, _ := apiRequests(c)
 	stop := make(chan struct{})
 	peak := make(chan float64, 1)
@@ -138,7 +163,7 @@ func stormRound(t *testing.T, c *framework.Cluster, n int) bool {
 			node := fmt.Sprintf("%s%03d", prefix, i)
 			// Not c.Exec: its 5 s wait for output after exit is shorter than a starved pipe
 			// reader takes when hundreds of processes share two cores.
-			cmd := c.Command("w9", "kjoin", "join", "phase", "tls-bootstrap", lab.Endpoint(),
+			cmd := c.Command(hosts[i%len(hosts)], "kjoin", "join", "phase", "tls-bootstrap", lab.Endpoint(),
 				"--token-file", "/run/lab/token", "--discovery-token-ca-cert-hash", c.CAHash,
 				"--node-name", node, "--root", "/var/lib/storm/"+node, "--cri-socket", "unix:///run/containerd/containerd.sock", "-o", "json")
 			var stdout, stderr bytes.Buffer
@@ -198,6 +223,13 @@ func stormRound(t *testing.T, c *framework.Cluster, n int) bool {
 	sample := Sample{Section: "storm", Tool: fmt.Sprintf("kjoin join phase tls-bootstrap x%d", n), Round: 1, OK: len(failed) == 0 && issued == n, WallMs: total.Milliseconds(),
 		Extra: map[string]float64{"n": float64(n), "failed": float64(len(failed)), "issued": float64(issued), "p50": pct(0.50), "p95": pct(0.95), "p99": pct(0.99),
 			"max": walls[len(walls)-1].Seconds(), "peakRps": peakRate, "requests": after.total - before.total, "http429": after.throttled - before.throttled}}
+	if len(hosts) > 1 || mode != "shared" {
+		sample.Tool += fmt.Sprintf(" from %d hosts, %s token", len(hosts), mode)
+		sample.Extra["hosts"] = float64(len(hosts))
+		if mode == "per-host" {
+			sample.Extra["perHostTokens"] = 1
+		}
+	}
 	if len(failed) > 0 {
 		sample.Error = failed[0]
 	}
@@ -227,7 +259,7 @@ func report(t *testing.T, format string, args ...any) {
 }
 
 // cleanupStorm deletes the storm's CSRs and state directories.
-func cleanupStorm(t *testing.T, c *framework.Cluster, prefix string) {
+func cleanupStorm(t *testing.T, c *framework.Cluster, prefix string, hosts []string) {
 	list, err := c.Client.CertificatesV1().CertificateSigningRequests().List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Logf("list CSRs: %v", err)
@@ -241,7 +273,9 @@ func cleanupStorm(t *testing.T, c *framework.Cluster, prefix string) {
 			}
 		}
 	}
-	_ = os.RemoveAll(c.HostPath("w9", "/var/lib/storm"))
+	for _, h := range hosts {
+		_ = os.RemoveAll(c.HostPath(h, "/var/lib/storm"))
+	}
 	t.Logf("deleted %d storm CSRs", deleted)
 }
 

@@ -421,11 +421,19 @@ func storm(b *strings.Builder, samples []sample) {
 		return
 	}
 	w := func(f string, a ...any) { fmt.Fprintf(b, f, a...) }
-	w("## Bootstrap storm\n\nN concurrent `kjoin join phase tls-bootstrap` (discovery + CSR, each with its own node name and state directory, no\nkubelet) from one host against cp1's single API server; sizes grow until one fails.\n\n")
-	w("| N | succeeded | CSRs issued | all done | p50 | p95 | p99 | max | API peak req/s | API requests | HTTP 429 | first failure |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	w("## Bootstrap storm\n\nN concurrent `kjoin join phase tls-bootstrap` (discovery + CSR, each with its own node name and state directory, no\nkubelet) from one or more lab hosts against cp1's single API server, with one shared token or a token per host.\n\n")
+	w("| N | from | succeeded | CSRs issued | all done | p50 | p95 | p99 | max | API peak req/s | API requests | HTTP 429 | first failure |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range ss {
 		e := s.Extra
-		w("| %.0f | %.0f | %.0f | %s | %.2f s | %.2f s | %.2f s | %.2f s | %.0f | %.0f | %.0f | %s |\n", e["n"], e["n"]-e["failed"], e["issued"], sec(s.WallMs),
+		from := "1 host, shared token"
+		if e["hosts"] > 1 || e["perHostTokens"] > 0 {
+			tokens := "shared token"
+			if e["perHostTokens"] > 0 {
+				tokens = "a token per host"
+			}
+			from = fmt.Sprintf("%.0f hosts, %s", max(e["hosts"], 1), tokens)
+		}
+		w("| %.0f | %s | %.0f | %.0f | %s | %.2f s | %.2f s | %.2f s | %.2f s | %.0f | %.0f | %.0f | %s |\n", e["n"], from, e["n"]-e["failed"], e["issued"], sec(s.WallMs),
 			e["p50"], e["p95"], e["p99"], e["max"], e["peakRps"], e["requests"], e["http429"], strings.ReplaceAll(s.Error, "|", "/"))
 	}
 	w("\n")

@@ -29,7 +29,7 @@ func TestReportFromSamples(t *testing.T) {
 		"| get configmaps | 8 | 3 |",
 		"| `kjoin join --control-plane` | 1 | 12.00 s / **12.00 s** / 12.00 s | 12.50 s / **12.50 s** / 12.50 s | 6.00 s / **6.00 s** / 6.00 s |",
 		"| mark-control-plane | 0.00 s / **0.00 s** / 0.00 s |", // a phase of 0 ms is kept
-		"| 200 | 200 | 200 | 30.00 s |",
+		"| 200 | 1 host, shared token | 200 | 200 | 30.00 s |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
