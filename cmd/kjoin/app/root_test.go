@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/klog/v2"
 
 	"kjoin.dev/kjoin/operr"
 )
@@ -155,4 +157,29 @@ func TestEveryCommandHasExamples(t *testing.T) {
 		}
 	}
 	walk(NewRootCmd(deps))
+}
+
+// -v 6 and up route client-go's klog to stderr at level 6, never higher (level 7 prints
+// request headers, 8 request bodies: secrets); below 6 klog stays quiet.
+func TestVerbosityCapsKlog(t *testing.T) {
+	defer func() {
+		fs := flag.NewFlagSet("reset", flag.ContinueOnError)
+		klog.InitFlags(fs)
+		_ = fs.Set("v", "0")
+	}()
+	for _, c := range []struct {
+		v          string
+		six, seven bool
+	}{{"1", false, false}, {"6", true, false}, {"9", true, false}} {
+		fs := flag.NewFlagSet("reset", flag.ContinueOnError)
+		klog.InitFlags(fs)
+		_ = fs.Set("v", "0")
+		deps, _, _ := testDeps("", nil)
+		if code := Run(t.Context(), deps, []string{"version", "-v", c.v}); code != 0 {
+			t.Fatalf("-v %s: exit %d", c.v, code)
+		}
+		if got6, got7 := bool(klog.V(6).Enabled()), bool(klog.V(7).Enabled()); got6 != c.six || got7 != c.seven {
+			t.Errorf("-v %s: klog level 6 %v, 7 %v; want %v, %v", c.v, got6, got7, c.six, c.seven)
+		}
+	}
 }
