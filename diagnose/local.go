@@ -65,12 +65,21 @@ func (g *diagnosis) cfgString(key, def string) string {
 
 // kubeletChecks: the service, its /healthz and the last errors in its log.
 func (g *diagnosis) kubeletChecks(ctx context.Context) {
+	// What systemd says of the unit, read once: restarts for the service's evidence and the
+	// crash-loop check.
+	props := map[string]string{}
+	out, showErr := g.e.Exec.Run(ctx, "systemctl", "show", "kubelet", "--property", "NRestarts,ActiveState,SubState,ExecMainStatus")
+	for _, l := range strings.Split(string(out), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(l), "="); ok && showErr == nil {
+			props[k] = v
+		}
+	}
 	if _, err := g.e.Exec.Run(ctx, "systemctl", "is-active", "--quiet", "kubelet"); err != nil {
 		g.fail("kubelet.service", "the kubelet service is not running", err.Error())
 	} else {
 		ev := "active"
-		if out, err := g.e.Exec.Run(ctx, "systemctl", "show", "kubelet", "--property", "NRestarts"); err == nil {
-			ev += ", " + strings.TrimSpace(string(out))
+		if n, ok := props["NRestarts"]; ok {
+			ev += ", NRestarts=" + n
 		}
 		g.pass("kubelet.service", "the kubelet service is running", ev)
 	}
@@ -100,8 +109,8 @@ func (g *diagnosis) kubeletChecks(ctx context.Context) {
 			g.fail("kubelet.healthz", "/healthz is not ok", fmt.Sprintf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(body))))
 		}
 	}
-	out, err := g.e.Exec.Run(ctx, "journalctl", "-u", "kubelet", "-n", "300", "--no-pager", "-o", "cat")
-	g.crashLoopCheck(ctx, string(out), err, g.failed("kubelet.healthz"))
+	out, err = g.e.Exec.Run(ctx, "journalctl", "-u", "kubelet", "-n", "300", "--no-pager", "-o", "cat")
+	g.crashLoopCheck(props, showErr, string(out), err, g.failed("kubelet.healthz"))
 	if err != nil {
 		g.warn("kubelet.log", "the kubelet's log is not readable", err.Error())
 		return
@@ -193,18 +202,7 @@ func (g *diagnosis) cniConfig() (string, bool) {
 // kubelet's log shows them: each exit of a kubelet that fails to start logs "command failed"
 // with the error it exits with (and journald adds systemd's "Main process exited" lines). A
 // kubelet that answers /healthz is not looping, whatever its log's past says.
-func (g *diagnosis) crashLoopCheck(ctx context.Context, log string, logErr error, unhealthy bool) {
-	props := map[string]string{}
-	showErr := error(nil)
-	if out, err := g.e.Exec.Run(ctx, "systemctl", "show", "kubelet", "--property", "NRestarts,ActiveState,SubState,ExecMainStatus"); err == nil {
-		for _, l := range strings.Split(string(out), "\n") {
-			if k, v, ok := strings.Cut(strings.TrimSpace(l), "="); ok {
-				props[k] = v
-			}
-		}
-	} else {
-		showErr = err
-	}
+func (g *diagnosis) crashLoopCheck(props map[string]string, showErr error, log string, logErr error, unhealthy bool) {
 	if showErr != nil && logErr != nil {
 		g.skip("kubelet.crashloop", "neither systemd nor the kubelet's log can be read", showErr.Error())
 		return

@@ -248,21 +248,23 @@ func (e *Env) ChooseKubeconfig(l KubeconfigLookup) Kubeconfig {
 
 // ClientFor builds a client from a chosen kubeconfig; its errors name the files.
 func (e *Env) ClientFor(k Kubeconfig) (kubernetes.Interface, *rest.Config, error) {
+	if len(k.Paths) == 1 { // one named file must exist (merged KUBECONFIG lists may skip some)
+		if _, err := os.Stat(e.Paths.Of(k.Paths[0])); err != nil {
+			return nil, nil, fmt.Errorf("kubeconfig %s: %w", k, err)
+		}
+	}
 	rules := &clientcmd.ClientConfigLoadingRules{}
 	for _, p := range k.Paths {
-		if len(k.Paths) == 1 {
-			if _, err := os.Stat(e.Paths.Of(p)); err != nil {
-				return nil, nil, fmt.Errorf("kubeconfig %s: %w", k, err)
-			}
-		}
 		rules.Precedence = append(rules.Precedence, e.Paths.Of(p))
 	}
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: k.Context}).ClientConfig()
 	if err != nil {
 		return nil, nil, fmt.Errorf("kubeconfig %s is not usable: %w", k, err)
 	}
-	if err := rest.LoadTLSFiles(cfg); err != nil { // CA and client files named inside it
-		return nil, nil, fmt.Errorf("kubeconfig %s: %w", k, err)
+	if len(cfg.CAData) == 0 && cfg.CAFile != "" { // callers pin and verify with the CA's bytes
+		if cfg.CAData, err = os.ReadFile(cfg.CAFile); err != nil {
+			return nil, nil, fmt.Errorf("kubeconfig %s: %w", k, err)
+		}
 	}
 	cfg.Timeout = 15 * time.Second
 	c, err := e.NewClient(cfg)

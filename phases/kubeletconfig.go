@@ -120,7 +120,7 @@ func staticPodDir(e *host.Env, s *State, kubeletConfig []byte) error {
 	var c struct {
 		StaticPodPath string `json:"staticPodPath"`
 	}
-	_ = yaml.Unmarshal(kubeletConfig, &c) // the phase has parsed it already
+	_ = yaml.Unmarshal(kubeletConfig, &c) // kubelet.Config rendered it from parsed YAML
 	dir := c.StaticPodPath
 	if dir == "" || !path.IsAbs(dir) {
 		return nil // no static pods configured: nothing to make

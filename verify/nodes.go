@@ -21,9 +21,8 @@ type NodeInfo struct {
 	// Ready is the Ready condition's status (True, False, Unknown).
 	Ready string `json:"ready"`
 	// LeaseAge is how long ago the node's Lease was renewed (HasLease: it has one).
-	LeaseAge   time.Duration `json:"-"`
-	HasLease   bool          `json:"-"`
-	InternalIP string        `json:"internalIP"`
+	LeaseAge time.Duration `json:"-"`
+	HasLease bool          `json:"-"`
 	// InternalIPs are all of them (a dual-stack node has one per family).
 	InternalIPs    []string  `json:"internalIPs"`
 	Zone           string    `json:"zone,omitempty"`
@@ -115,9 +114,6 @@ func NodeMap(ctx context.Context, c kubernetes.Interface, clk Clock, sel Selecti
 		}
 		for _, a := range n.Status.Addresses {
 			if a.Type == corev1.NodeInternalIP {
-				if info.InternalIP == "" {
-					info.InternalIP = a.Address
-				}
 				info.InternalIPs = append(info.InternalIPs, a.Address)
 			}
 		}

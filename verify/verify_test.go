@@ -340,7 +340,7 @@ func TestNodeMapSelection(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(rows) != 1 || rows[0].Name != "w2" || strings.Join(rows[0].Roles, ",") != "ingress" || strings.Join(rows[0].InternalIPs, ",") != "10.0.0.102,fd00::102" ||
-		rows[0].InternalIP != "10.0.0.102" || rows[0].OSImage != "Debian GNU/Linux 12 (bookworm)" || rows[0].KernelVersion != "6.1.0-40-amd64" {
+		rows[0].InternalIPs[0] != "10.0.0.102" || rows[0].OSImage != "Debian GNU/Linux 12 (bookworm)" || rows[0].KernelVersion != "6.1.0-40-amd64" {
 		t.Errorf("-l zone=b: %+v", rows)
 	}
 	rows, err = NodeMap(ctx, o.Client, o.Clock, Selection{Names: []string{"w2", "cp1"}})

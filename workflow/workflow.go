@@ -36,7 +36,6 @@ type Result struct {
 	Status   string        `json:"status"` // ran | skipped | unchanged | failed
 	Reason   string        `json:"reason,omitempty"`
 	Duration time.Duration `json:"-"`
-	Millis   int64         `json:"durationMs"`
 }
 
 // Options select phases.
@@ -137,7 +136,6 @@ func Run[S any](ctx context.Context, e *host.Env, s S, wf []Phase[S], o Options,
 		}
 		err := p.Run(ctx, e, s)
 		res.Duration = e.Clock.Since(start)
-		res.Millis = res.Duration.Milliseconds()
 		res.Status = "ran"
 		if !p.ReadOnly && h.Changes != nil && h.Changes(s) == before {
 			res.Status = "unchanged"

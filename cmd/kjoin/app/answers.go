@@ -4,6 +4,7 @@ import (
 	"kjoin.dev/kjoin/cri"
 	"kjoin.dev/kjoin/diagnose"
 	"kjoin.dev/kjoin/output"
+	"kjoin.dev/kjoin/phases"
 	"kjoin.dev/kjoin/verify"
 	"kjoin.dev/kjoin/workflow"
 )
@@ -17,6 +18,12 @@ func phasesOf(rs []workflow.Result) []output.Phase {
 		out = append(out, output.Phase{Name: r.Name, Status: r.Status, Reason: r.Reason, Duration: output.NewDuration(r.Duration)})
 	}
 	return out
+}
+
+func resetResultOf(r *phases.ResetReport, err error) *output.ResetResult {
+	return &output.ResetResult{Changed: r.Changed, Node: r.Node, Role: r.Role, EtcdMemberRemoved: r.EtcdMemberRemoved,
+		NodeDeleted: r.NodeDeleted, KubeletStopped: r.KubeletStopped, RemovedFiles: r.RemovedFiles, Phases: phasesOf(r.Phases),
+		Warnings: r.Warnings, Error: NewErrorJSON(err)}
 }
 
 func checksOf(cs []verify.Check) []output.Check {

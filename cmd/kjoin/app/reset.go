@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"kjoin.dev/kjoin/operr"
-	"kjoin.dev/kjoin/output"
 	"kjoin.dev/kjoin/phases"
 	"kjoin.dev/kjoin/workflow"
 )
@@ -62,9 +61,7 @@ func runReset(ctx context.Context, deps *Deps, o *ResetOptions) error {
 	}
 	rep, err := phases.Reset(ctx, env, o.ResetOptions, o.SkipPhases)
 	if !o.g.Output.Text() {
-		return printResult(deps, o.g, &output.ResetResult{Changed: rep.Changed, Node: rep.Node, Role: rep.Role, EtcdMemberRemoved: rep.EtcdMemberRemoved,
-			NodeDeleted: rep.NodeDeleted, KubeletStopped: rep.KubeletStopped, RemovedFiles: rep.RemovedFiles, Phases: phasesOf(rep.Phases),
-			Warnings: rep.Warnings, Error: NewErrorJSON(err)}, err)
+		return printResult(deps, o.g, resetResultOf(rep, err), err)
 	}
 	if err != nil {
 		return err
