@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"kjoin.dev/kjoin/e2e/framework"
@@ -160,6 +162,19 @@ func TestCloudInitFirstBoot(t *testing.T) {
 	sel := c.MustRun(t, "cp1", "kjoin", "nodes", "-l", "node-role.kubernetes.io/control-plane", "-o", "jsonpath={.items[*].name}")
 	if names := strings.Fields(sel.Stdout); len(names) == 0 || strings.Contains(sel.Stdout, h) || !strings.Contains(sel.Stdout, "cp1") {
 		t.Errorf("kjoin nodes -l node-role.kubernetes.io/control-plane: %q", sel.Stdout)
+	}
+	// Joined by: the Node kjoin's unit joined carries kjoin's label from its registration, and
+	// the node map tells it from cp1, which kubeadm init made.
+	node, err := c.Client.CoreV1().Nodes().Get(context.Background(), h, metav1.GetOptions{})
+	if err != nil || node.Labels["kjoin.dev/joined-by"] != "kjoin" {
+		t.Errorf("Node %s labels %v (%v): want kjoin.dev/joined-by=kjoin", h, node.GetLabels(), err)
+	}
+	by := c.MustRun(t, "cp1", "kjoin", "nodes", "cp1", h, "-o", "jsonpath={range .items[*]}{.name}={.joinedBy} {end}")
+	if got, want := strings.TrimSpace(by.Stdout), "cp1=kubeadm "+h+"=kjoin"; got != want {
+		t.Errorf("kjoin nodes joinedBy: %q, want %q", got, want)
+	}
+	if !strings.Contains(lines[0], "JOINED-BY") || !strings.Contains(lines[1], " kjoin ") {
+		t.Errorf("kjoin nodes -o wide does not show who joined %s:\n%s", h, wide.Stdout)
 	}
 	c.MustRun(t, h, "kjoin", "reset", "-f")
 }

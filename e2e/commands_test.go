@@ -184,8 +184,8 @@ func TestCommandsEndToEnd(t *testing.T) {
 		cfg := writeJoinConfig(t, c, "w3", "nodeRegistration:\n  name: w3\n  kubeletExtraArgs:\n  - name: node-labels\n    value: kjoin.dev/from-config=yes\n")
 		c.MustRun(t, "w3", "kjoin", "join", "--config", cfg)
 		n := c.WaitNodeCondition(t, "w3", corev1.NodeReady, corev1.ConditionTrue, time.Minute)
-		if n.Labels["kjoin.dev/from-config"] != "yes" {
-			t.Errorf("the config's kubeletExtraArgs did not reach the kubelet: labels %v", n.Labels)
+		if n.Labels["kjoin.dev/from-config"] != "yes" || n.Labels["kjoin.dev/joined-by"] != "kjoin" {
+			t.Errorf("the config's node-labels and kjoin's own did not both reach the kubelet: labels %v", n.Labels)
 		}
 	})
 

@@ -7,11 +7,14 @@ import (
 	"crypto/tls"
 	"encoding/json"
 
+	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
+	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -161,10 +164,14 @@ func TestKjoinFilesMatchKubeadm(t *testing.T) {
 			t.Errorf("%s: %s mode %v, %v (want 0600)", h, target, st.Mode(), err)
 		}
 	}
-	// Same content where the content is not node-specific.
+	// Same content where the content is not node-specific; kjoin's kubelet flags are kubeadm's
+	// and kjoin's node label (kjoin nodes' JOINED-BY).
 	for _, f := range []string{"/etc/kubernetes/pki/ca.crt", "/var/lib/kubelet/instance-config.yaml", "/var/lib/kubelet/kubeadm-flags.env"} {
 		a, _ := c.ReadFile("w2", f)
 		b, _ := c.ReadFile("w3", f)
+		if f == "/var/lib/kubelet/kubeadm-flags.env" {
+			b = kubeadmFlagsWithLabel(t, b)
+		}
 		if string(a) != string(b) {
 			t.Errorf("%s differs:\nkjoin:   %q\nkubeadm: %q", f, a, b)
 		}
@@ -300,4 +307,25 @@ func hostileServerCA(t *testing.T, h http.HandlerFunc) (string, []byte) {
 	go func() { _ = srv.ServeTLS(l, "", "") }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return l.Addr().String(), pki.EncodeCert(ca)
+}
+
+// kubeadmFlagsWithLabel adds kjoin's node label to kubeadm's kubeadm-flags.env as kjoin does
+// (kjoin.dev/joined-by=kjoin, in --node-labels, flags sorted by name).
+func kubeadmFlagsWithLabel(t *testing.T, env []byte) []byte {
+	t.Helper()
+	v, ok := strings.CutPrefix(strings.TrimSpace(string(env)), "KUBELET_KUBEADM_ARGS=")
+	if !ok {
+		t.Fatalf("kubeadm's kubeadm-flags.env: %q", env)
+	}
+	unq, err := strconv.Unquote(v)
+	if err != nil {
+		t.Fatalf("kubeadm's kubeadm-flags.env: %q: %v", env, err)
+	}
+	flags := append(strings.Fields(unq), "--node-labels=kjoin.dev/joined-by=kjoin")
+	sort.SliceStable(flags, func(i, j int) bool {
+		ni, _, _ := strings.Cut(flags[i], "=")
+		nj, _, _ := strings.Cut(flags[j], "=")
+		return ni < nj
+	})
+	return fmt.Appendf(nil, "KUBELET_KUBEADM_ARGS=%q\n", strings.Join(flags, " "))
 }

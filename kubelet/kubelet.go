@@ -57,3 +57,41 @@ func InstanceConfig(criSocket string) []byte {
 func FlagsEnv(defaults, extra []clusterconfig.Arg) []byte {
 	return fmt.Appendf(nil, "KUBELET_KUBEADM_ARGS=%q\n", strings.Join(clusterconfig.Command(defaults, extra), " "))
 }
+
+// JoinedByLabel is the label a kjoin-joined node registers with (value JoinedByValue), so
+// `kjoin nodes` can tell which tool joined a node from the Node alone. It rides on the
+// kubelet's --node-labels, which the kubelet applies when it registers the Node: it costs no
+// API request, and NodeRestriction lets a kubelet set labels outside kubernetes.io.
+const (
+	JoinedByLabel = "kjoin.dev/joined-by"
+	JoinedByValue = "kjoin"
+)
+
+// WithJoinedByLabel returns extra with kjoin's label added to --node-labels (merged into the
+// operator's own node-labels; an operator's value for the same key wins).
+func WithJoinedByLabel(extra []clusterconfig.Arg) []clusterconfig.Arg {
+	label := JoinedByLabel + "=" + JoinedByValue
+	out := append([]clusterconfig.Arg{}, extra...)
+	for i, a := range out {
+		if a.Name != "node-labels" {
+			continue
+		}
+		for _, kv := range strings.Split(a.Value, ",") {
+			if k, _, _ := strings.Cut(kv, "="); strings.TrimSpace(k) == JoinedByLabel {
+				return out
+			}
+		}
+		if strings.TrimSpace(a.Value) == "" {
+			out[i].Value = label
+		} else {
+			out[i].Value = a.Value + "," + label
+		}
+		return out
+	}
+	return append(out, clusterconfig.Arg{Name: "node-labels", Value: label})
+}
+
+// HasJoinedByLabel reports whether a kubeadm-flags.env passes kjoin's label.
+func HasJoinedByLabel(flagsEnv []byte) bool {
+	return strings.Contains(string(flagsEnv), JoinedByLabel+"=")
+}

@@ -40,3 +40,31 @@ func TestFlagsEnvOverridesAndAppends(t *testing.T) {
 		t.Errorf("got  %q\nwant %q", got, want)
 	}
 }
+
+func TestJoinedByLabelMergesWithTheOperatorsNodeLabels(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		extra []clusterconfig.Arg
+		want  string
+	}{
+		{"alone", nil, `--node-labels=kjoin.dev/joined-by=kjoin`},
+		{"beside other flags", []clusterconfig.Arg{{Name: "node-ip", Value: "10.0.0.1"}}, `--node-ip=10.0.0.1 --node-labels=kjoin.dev/joined-by=kjoin`},
+		{"merged", []clusterconfig.Arg{{Name: "node-labels", Value: "tier=gpu"}}, `--node-labels=tier=gpu,kjoin.dev/joined-by=kjoin`},
+		{"the operator's value wins", []clusterconfig.Arg{{Name: "node-labels", Value: "kjoin.dev/joined-by=ansible,tier=gpu"}}, `--node-labels=kjoin.dev/joined-by=ansible,tier=gpu`},
+	} {
+		extra := append([]clusterconfig.Arg{}, tc.extra...)
+		env := FlagsEnv(nil, WithJoinedByLabel(extra))
+		if got := string(env); got != `KUBELET_KUBEADM_ARGS="`+tc.want+`"`+"\n" {
+			t.Errorf("%s: got %q, want %s", tc.name, got, tc.want)
+		}
+		if !HasJoinedByLabel(env) {
+			t.Errorf("%s: HasJoinedByLabel(%q) = false", tc.name, env)
+		}
+		if len(tc.extra) > 0 && extra[0] != tc.extra[0] {
+			t.Errorf("%s: the caller's arguments were modified: %v", tc.name, extra)
+		}
+	}
+	if HasJoinedByLabel([]byte(`KUBELET_KUBEADM_ARGS="--node-ip=10.0.0.1"` + "\n")) {
+		t.Error("HasJoinedByLabel on kubeadm's flags")
+	}
+}

@@ -204,8 +204,11 @@ type Node struct {
 	OSImage          string    `json:"osImage,omitempty"`
 	KernelVersion    string    `json:"kernelVersion,omitempty"`
 	JoinedAt         time.Time `json:"joinedAt"`
-	PodCIDR          string    `json:"podCIDR,omitempty"`
-	Taints           []string  `json:"taints"`
+	// JoinedBy is the tool that joined the node as the Node shows it (kjoin, kubeadm; absent
+	// when it does not tell).
+	JoinedBy string   `json:"joinedBy,omitempty"`
+	PodCIDR  string   `json:"podCIDR,omitempty"`
+	Taints   []string `json:"taints"`
 }
 
 // NodeList is kjoin nodes' answer.

@@ -24,7 +24,8 @@ import (
 //
 //	Reads:  s.BootstrapClient, s.Opts (CRISocket, NodeName, ControlPlane, Taints, KubeletExtraArgs, PatchesDir,
 //	        Timeouts)
-//	Writes: /var/lib/kubelet/{config.yaml,instance-config.yaml,kubeadm-flags.env}, and beside
+//	Writes: /var/lib/kubelet/{config.yaml,instance-config.yaml,kubeadm-flags.env} (with kjoin's
+//	        node label, kubelet.JoinedByLabel, on a first join), and beside
 //	        them the static-pod directory (staticPodPath) where it is missing
 var KubeletConfig = Phase{Name: "kubelet-config", Short: "Write the kubelet configuration from the cluster's kubelet-config", Needs: []string{"discovery"}, Run: runKubeletConfig}
 
@@ -84,6 +85,13 @@ func runKubeletConfig(ctx context.Context, e *host.Env, s *State) error {
 		defaults = append(defaults, clusterconfig.Arg{Name: "hostname-override", Value: s.Opts.NodeName})
 	}
 	extra := s.Opts.KubeletExtraArgs
+	// kjoin's label rides on the Node's first registration only: a flags file already here
+	// without it (kubeadm's, or an older kjoin's) belongs to a Node that registered, whose
+	// labels the kubelet does not change again; rewriting it would restart the kubelet for
+	// nothing.
+	if old, err := e.ReadFile(host.KubeletFlagsPath); err != nil || kubelet.HasJoinedByLabel(old) {
+		extra = kubelet.WithJoinedByLabel(extra)
+	}
 	files := []struct {
 		path string
 		data []byte

@@ -96,3 +96,37 @@ func TestKubeletConfigLeavesAJoinedNodeAlone(t *testing.T) {
 		t.Errorf("the second run changed the node (changed %v, directory made %v)", again.Changed(), h.env.Exists(host.ManifestsDir))
 	}
 }
+
+// kjoin's node label goes into the flags of a first join and stays in flags that carry it; a
+// node whose flags another tool wrote (kubeadm, or an older kjoin) gets no label: its Node
+// registered already, and the kubelet would not take the label now.
+func TestKubeletConfigLabelsOnlyAFirstJoin(t *testing.T) {
+	t.Parallel()
+	kubeadms := `KUBELET_KUBEADM_ARGS=""` + "\n"
+	for _, tc := range []struct {
+		name, before, want string
+	}{
+		{"first join", "", `KUBELET_KUBEADM_ARGS="--node-labels=kjoin.dev/joined-by=kjoin"` + "\n"},
+		{"flags kjoin wrote", `KUBELET_KUBEADM_ARGS="--node-labels=kjoin.dev/joined-by=kjoin"` + "\n", `KUBELET_KUBEADM_ARGS="--node-labels=kjoin.dev/joined-by=kjoin"` + "\n"},
+		{"flags kubeadm wrote", kubeadms, kubeadms},
+	} {
+		h := newTestHost(t)
+		p := filepath.Join(h.root, host.KubeletFlagsPath)
+		if tc.before != "" {
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(tc.before), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s := &State{Opts: h.options(t), BootstrapClient: h.client}
+		if err := KubeletConfig.Run(context.Background(), h.env, s); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := os.ReadFile(p)
+		if string(got) != tc.want {
+			t.Errorf("%s: kubeadm-flags.env %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

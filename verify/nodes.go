@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"kjoin.dev/kjoin/kubelet"
 )
 
 // NodeInfo is one row of the node map.
@@ -32,8 +34,11 @@ type NodeInfo struct {
 	OSImage        string    `json:"osImage,omitempty"`
 	KernelVersion  string    `json:"kernelVersion,omitempty"`
 	JoinedAt       time.Time `json:"joinedAt"`
-	PodCIDR        string    `json:"podCIDR,omitempty"`
-	Taints         []string  `json:"taints"`
+	// JoinedBy is the tool the Node shows joined it: kjoin (its node label), kubeadm (no
+	// kjoin label in a kubeadm-made cluster) or "" when the Node does not tell.
+	JoinedBy string   `json:"joinedBy,omitempty"`
+	PodCIDR  string   `json:"podCIDR,omitempty"`
+	Taints   []string `json:"taints"`
 }
 
 // NoNodeError names the selected nodes that do not exist.
@@ -92,6 +97,12 @@ func NodeMap(ctx context.Context, c kubernetes.Interface, clk Clock, sel Selecti
 			}
 		}
 	}
+	// Nothing on a Node marks kubeadm's joins: in a cluster kubeadm made (its kubeadm-config is
+	// there), a Node without kjoin's label was joined by kubeadm (or by a kjoin before v0.5).
+	kubeadmCluster := false
+	if _, err := c.CoreV1().ConfigMaps("kube-system").Get(ctx, "kubeadm-config", metav1.GetOptions{}); err == nil {
+		kubeadmCluster = true
+	}
 	out := []NodeInfo{}
 	for _, n := range nodes.Items {
 		info := NodeInfo{Name: n.Name, Role: "worker", Ready: "Unknown", KubeletVersion: n.Status.NodeInfo.KubeletVersion,
@@ -104,6 +115,12 @@ func NodeMap(ctx context.Context, c kubernetes.Interface, clk Clock, sel Selecti
 			}
 		}
 		sort.Strings(info.Roles)
+		switch {
+		case n.Labels[kubelet.JoinedByLabel] != "":
+			info.JoinedBy = n.Labels[kubelet.JoinedByLabel]
+		case kubeadmCluster:
+			info.JoinedBy = "kubeadm"
+		}
 		if _, ok := n.Labels[labelControlPlane]; ok {
 			info.Role = "control-plane"
 		}

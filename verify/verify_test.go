@@ -352,3 +352,35 @@ func TestNodeMapSelection(t *testing.T) {
 		t.Errorf("unknown names: %v", err)
 	}
 }
+
+// Joined by: kjoin's node label names kjoin; in a cluster kubeadm made (kubeadm-config
+// present) a Node without it was joined by kubeadm; elsewhere the Node does not tell.
+func TestNodeMapJoinedBy(t *testing.T) {
+	ctx := context.Background()
+	node := func(name string, labels map[string]string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	}
+	objs := []runtime.Object{node("a", map[string]string{"kjoin.dev/joined-by": "kjoin"}), node("b", nil)}
+	for _, tc := range []struct {
+		name    string
+		kubeadm bool
+		want    map[string]string
+	}{
+		{"a kubeadm cluster", true, map[string]string{"a": "kjoin", "b": "kubeadm"}},
+		{"another cluster", false, map[string]string{"a": "kjoin", "b": ""}},
+	} {
+		all := append([]runtime.Object{}, objs...)
+		if tc.kubeadm {
+			all = append(all, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kubeadm-config", Namespace: "kube-system"}})
+		}
+		rows, err := NodeMap(ctx, fake.NewClientset(all...), &fixedClock{t: time.Now()}, Selection{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			if r.JoinedBy != tc.want[r.Name] {
+				t.Errorf("%s: %s joined by %q, want %q", tc.name, r.Name, r.JoinedBy, tc.want[r.Name])
+			}
+		}
+	}
+}

@@ -55,7 +55,7 @@ func nodeOf(n verify.NodeInfo) output.Node {
 	out := output.Node{Name: n.Name, Role: n.Role, Roles: n.Roles, Ready: n.Ready == "True", ReadyStatus: n.Ready,
 		InternalIPs: n.InternalIPs, Zone: n.Zone, InstanceType: n.InstanceType, KubeletVersion: n.KubeletVersion,
 		ContainerRuntime: n.Runtime, OSImage: n.OSImage, KernelVersion: n.KernelVersion,
-		JoinedAt: n.JoinedAt, PodCIDR: n.PodCIDR, Taints: n.Taints}
+		JoinedAt: n.JoinedAt, JoinedBy: n.JoinedBy, PodCIDR: n.PodCIDR, Taints: n.Taints}
 	if n.HasLease {
 		out.LeaseAge = output.NewDuration(n.LeaseAge)
 	}

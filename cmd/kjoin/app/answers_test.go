@@ -59,7 +59,7 @@ func answerHost(t *testing.T) (*Deps, string) {
 		e.Hostname = func() (string, error) { return "vm", nil }
 		return e
 	}
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "w1", Labels: map[string]string{"node-role.kubernetes.io/worker": ""}},
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "w1", Labels: map[string]string{"node-role.kubernetes.io/worker": "", "kjoin.dev/joined-by": "kjoin"}},
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
 			Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.21"}},
 			NodeInfo:  corev1.NodeSystemInfo{KubeletVersion: "v1.37.2", ContainerRuntimeVersion: "containerd://1.6.20", OSImage: "Debian GNU/Linux 12", KernelVersion: "6.1.0"}}}

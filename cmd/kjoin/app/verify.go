@@ -212,7 +212,7 @@ type NodesOptions struct {
 func NewCmdNodes(deps *Deps, g *Globals) *cobra.Command {
 	o := &NodesOptions{}
 	cmd := &cobra.Command{
-		Use: "nodes [NAME...]", Short: "The cluster's node map: roles, Ready, Lease age, IPs, versions (-o wide: zone, runtime, OS, kernel, pod CIDR, taints)",
+		Use: "nodes [NAME...]", Short: "The cluster's node map: roles, Ready, Lease age, IPs, versions (-o wide: joined by, zone, runtime, OS, kernel, pod CIDR, taints)",
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { o.Names = args; return runNodes(cmd.Context(), deps, o) },
 	}
@@ -253,7 +253,7 @@ func printNodes(w io.Writer, nodes []output.Node, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	head := "NAME\tROLES\tSTATUS\tLEASE\tINTERNAL-IPS\tVERSION\tJOINED"
 	if wide {
-		head += "\tZONE\tINSTANCE-TYPE\tCONTAINER-RUNTIME\tOS-IMAGE\tKERNEL-VERSION\tPOD-CIDR\tTAINTS"
+		head += "\tJOINED-BY\tZONE\tINSTANCE-TYPE\tCONTAINER-RUNTIME\tOS-IMAGE\tKERNEL-VERSION\tPOD-CIDR\tTAINTS"
 	}
 	fmt.Fprintln(tw, head)
 	for _, n := range nodes {
@@ -274,7 +274,7 @@ func printNodes(w io.Writer, nodes []output.Node, wide bool) error {
 		}
 		cols := []string{n.Name, strings.Join(roles, ","), status, lease, dash(strings.Join(n.InternalIPs, ",")), dash(n.KubeletVersion), n.JoinedAt.Format(time.RFC3339)}
 		if wide {
-			cols = append(cols, dash(n.Zone), dash(n.InstanceType), dash(n.ContainerRuntime), dash(n.OSImage), dash(n.KernelVersion), dash(n.PodCIDR), dash(strings.Join(n.Taints, ",")))
+			cols = append(cols, dash(n.JoinedBy), dash(n.Zone), dash(n.InstanceType), dash(n.ContainerRuntime), dash(n.OSImage), dash(n.KernelVersion), dash(n.PodCIDR), dash(strings.Join(n.Taints, ",")))
 		}
 		fmt.Fprintln(tw, strings.Join(cols, "\t"))
 	}
