@@ -366,8 +366,7 @@ func controlPlaneSection(b *strings.Builder, samples []sample, section, heading 
 				}
 			}
 		}
-		order := []string{"preflight", "discovery", "control-plane-prepare", "tls-bootstrap", "kubelet-config", "kubelet-start", "etcd-join", "control-plane-start", "mark-control-plane", "wait-control-plane", "wait-ready"}
-		slices.SortStableFunc(names, func(a, b string) int { return slices.Index(order, a) - slices.Index(order, b) })
+		names = sortPhases(names)
 		w("kjoin's phases (`-o json`), min / **median** / max:\n\n| phase | time |\n|---|---|\n")
 		for _, n := range names {
 			w("| %s | %s |\n", n, of(phase(kj, n)))
@@ -398,6 +397,54 @@ func parallel(b *strings.Builder, samples []sample) {
 		w("| `%s` | %d / %d | %s | %s |\n", t, ok, len(ss), of(field(ss, wall)), strings.Join(errs, "; "))
 	}
 	w("\n")
+	// Beside three one-by-one joins of the same tool in this run (the control-plane section):
+	// the parallel round is worth it only when it beats their sum.
+	_, single := pick(samples, "control-plane")
+	w("Against three joins one after another (3 × the median single control-plane join's wall in this run), and each\njoin's own wall inside the parallel rounds (min / **median** / max over every host and round):\n\n")
+	w("| command | parallel round (median) | 3 × one join (median) | parallel / serial | each join's own wall |\n|---|---|---|---|---|\n")
+	for _, t := range tools {
+		one := of(field(single[strings.TrimSuffix(t, " x3")], wall))
+		par := of(field(by[t], wall))
+		var own []int64
+		for _, s := range by[t] {
+			for k, v := range s.Extra {
+				if strings.HasSuffix(k, "WallMs") && !strings.Contains(k, "/") && v > 0 {
+					own = append(own, int64(v))
+				}
+			}
+		}
+		ratio := "–"
+		if one.n > 0 && par.n > 0 {
+			ratio = fmt.Sprintf("%.2f", float64(par.med)/float64(3*one.med))
+		}
+		serial := "–"
+		if one.n > 0 {
+			serial = sec(3 * one.med)
+		}
+		w("| `%s` | %s | %s | %s | %s |\n", t, sec(par.med), serial, ratio, of(own))
+	}
+	w("\n")
+	// kjoin's phases inside the parallel rounds, per join (host/phase in the samples), beside
+	// the same phases of one join alone.
+	for _, t := range tools {
+		per := map[string][]int64{}
+		for _, s := range by[t] {
+			for k, v := range s.Extra {
+				if _, name, ok := strings.Cut(k, "/"); ok {
+					per[strings.TrimSuffix(name, "Ms")] = append(per[strings.TrimSuffix(name, "Ms")], int64(v))
+				}
+			}
+		}
+		if len(per) == 0 {
+			continue
+		}
+		alone := single[strings.TrimSuffix(t, " x3")]
+		w("`%s`: each join's phases in the parallel rounds beside one join alone, min / **median** / max:\n\n| phase | in a parallel round | alone |\n|---|---|---|\n", t)
+		for _, n := range phaseOrder(per) {
+			w("| %s | %s | %s |\n", n, of(per[n]), of(phase(alone, n)))
+		}
+		w("\n")
+	}
 }
 
 func nine(b *strings.Builder, samples []sample) {
@@ -437,4 +484,21 @@ func storm(b *strings.Builder, samples []sample) {
 			e["p50"], e["p95"], e["p99"], e["max"], e["peakRps"], e["requests"], e["http429"], strings.ReplaceAll(s.Error, "|", "/"))
 	}
 	w("\n")
+}
+
+// phaseOrder is the phases of per in the order a control-plane join runs them.
+func phaseOrder(per map[string][]int64) []string {
+	names := make([]string, 0, len(per))
+	for n := range per {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return sortPhases(names)
+}
+
+// sortPhases orders phase names as a control-plane join runs them.
+func sortPhases(names []string) []string {
+	order := []string{"preflight", "discovery", "version-check", "control-plane-prepare", "tls-bootstrap", "kubelet-config", "kubelet-start", "etcd-join", "control-plane-start", "mark-control-plane", "wait-control-plane", "wait-ready"}
+	slices.SortStableFunc(names, func(a, b string) int { return slices.Index(order, a) - slices.Index(order, b) })
+	return names
 }
