@@ -11,7 +11,7 @@ import (
 )
 
 // addCompletions completes flag values: -o's formats, --skip-phases' phase names, --format,
-// and node names (from the cluster, as admin) for verify and nodes.
+// --sort-by's fields, and node names (from the cluster, as admin) for verify and nodes.
 func addCompletions(root *cobra.Command, deps *Deps, g *Globals) {
 	fixed := func(values ...string) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
@@ -19,6 +19,9 @@ func addCompletions(root *cobra.Command, deps *Deps, g *Globals) {
 		}
 	}
 	_ = root.RegisterFlagCompletionFunc("output", fixed(g.Output.Formats()...))
+	nodeArgs := func(cmd *cobra.Command, args []string, prefix string) ([]string, cobra.ShellCompDirective) {
+		return nodeNames(cmd, deps, g, prefix), cobra.ShellCompDirectiveNoFileComp
+	}
 	walk(root, func(c *cobra.Command) {
 		switch c.CommandPath() {
 		case "kjoin join":
@@ -27,10 +30,13 @@ func addCompletions(root *cobra.Command, deps *Deps, g *Globals) {
 			_ = c.RegisterFlagCompletionFunc("skip-phases", fixed(workflow.Names(phases.ResetWorkflow)...))
 		case "kjoin token create":
 			_ = c.RegisterFlagCompletionFunc("format", fixed("kjoin", "kubeadm"))
-		case "kjoin verify", "kjoin nodes":
-			c.ValidArgsFunction = func(cmd *cobra.Command, args []string, prefix string) ([]string, cobra.ShellCompDirective) {
-				return nodeNames(cmd, deps, g, prefix), cobra.ShellCompDirectiveNoFileComp
-			}
+		case "kjoin token list":
+			_ = c.RegisterFlagCompletionFunc("sort-by", fixed(tokenSortFields...))
+		case "kjoin nodes":
+			_ = c.RegisterFlagCompletionFunc("sort-by", fixed(nodeSortFields...))
+			c.ValidArgsFunction = nodeArgs
+		case "kjoin verify":
+			c.ValidArgsFunction = nodeArgs
 		}
 	})
 }

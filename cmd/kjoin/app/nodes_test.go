@@ -5,6 +5,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,4 +46,60 @@ func TestNodesSelection(t *testing.T) {
 	if code, _, errs := run("-l", "zone in (a"); code != 2 || !strings.Contains(errs, "--selector") {
 		t.Errorf("bad selector: exit %d %s", code, errs)
 	}
+}
+
+// --sort-by orders the table and the JSON items by a JSONPath over the items (as kubectl's);
+// a bad expression is reported with a bad selector at once, before the cluster is asked; the
+// flag's values complete.
+func TestNodesSortBy(t *testing.T) {
+	deps, client, root := adminHost(t)
+	ctx := context.Background()
+	base := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	for i, name := range []string{"b", "c", "a"} {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(base.Add(time.Duration(i) * time.Hour))},
+			Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{KubeletVersion: []string{"v1.37.2", "v1.35.4", "v1.36.3"}[i]}}}
+		if _, err := client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(args ...string) (int, string, string) {
+		out, errb := &bytes.Buffer{}, &bytes.Buffer{}
+		deps.Out, deps.Err = out, errb
+		return Run(ctx, deps, append([]string{"nodes", "--root", root}, args...)), out.String(), errb.String()
+	}
+	for expr, want := range map[string]string{".joinedAt": "b c a", "{.kubeletVersion}": "c a b", "": "a b c"} {
+		args := []string{"-o", "jsonpath={.items[*].name}"}
+		if expr != "" {
+			args = append(args, "--sort-by", expr)
+		}
+		if code, out, errs := run(args...); code != 0 || out != want {
+			t.Errorf("--sort-by %q: exit %d %q (want %q) %s", expr, code, out, want, errs)
+		}
+	}
+	code, out, _ := run("--sort-by", ".kubeletVersion")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); code != 0 || len(lines) != 4 || !strings.HasPrefix(lines[1], "c ") || !strings.HasPrefix(lines[3], "b ") {
+		t.Errorf("table sorted by kubeletVersion: exit %d\n%s", code, out)
+	}
+	client.ClearActions()
+	code, _, errs := run("--sort-by", "{.name", "-l", "zone in (a")
+	if code != 2 || !strings.Contains(errs, "--sort-by") || !strings.Contains(errs, "--selector") {
+		t.Errorf("bad --sort-by and -l: exit %d, want 2 naming both:\n%s", code, errs)
+	}
+	if acts := client.Actions(); len(acts) != 0 {
+		t.Errorf("the cluster was asked before the flags were checked: %v", acts)
+	}
+	_, out, _ = runArgs(ctx, deps, "__complete", "nodes", "--sort-by", "")
+	if !strings.Contains(out, ".joinedAt") || !strings.Contains(out, ".leaseAge.seconds") {
+		t.Errorf("--sort-by completions:\n%s", out)
+	}
+	_, out, _ = runArgs(ctx, deps, "__complete", "token", "list", "--sort-by", "")
+	if !strings.Contains(out, ".expires") {
+		t.Errorf("token list --sort-by completions:\n%s", out)
+	}
+}
+
+func runArgs(ctx context.Context, deps *Deps, args ...string) (int, string, string) {
+	out, errb := &bytes.Buffer{}, &bytes.Buffer{}
+	deps.Out, deps.Err = out, errb
+	return Run(ctx, deps, args), out.String(), errb.String()
 }

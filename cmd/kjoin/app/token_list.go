@@ -9,12 +9,16 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/output"
 	"kjoin.dev/kjoin/token"
 )
 
 // TokenListOptions are the flags of kjoin token list.
-type TokenListOptions struct{ AdminOptions }
+type TokenListOptions struct {
+	AdminOptions
+	SortBy string
+}
 
 func newCmdTokenList(deps *Deps, g *Globals) *cobra.Command {
 	o := &TokenListOptions{}
@@ -23,10 +27,15 @@ func newCmdTokenList(deps *Deps, g *Globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error { return runTokenList(cmd.Context(), deps, o) },
 	}
 	bindAdminFlags(cmd, &o.AdminOptions, g)
+	bindSortBy(cmd, &o.SortBy, tokenSortFields)
 	return cmd
 }
 
 func runTokenList(ctx context.Context, deps *Deps, o *TokenListOptions) error {
+	sorter, err := sorterOf(o.SortBy)
+	if err != nil {
+		return err
+	}
 	ac, err := newAdminClient(deps, &o.AdminOptions)
 	if err != nil {
 		return err
@@ -38,6 +47,11 @@ func runTokenList(ctx context.Context, deps *Deps, o *TokenListOptions) error {
 	list := &output.TokenList{Items: []output.Token{}}
 	for _, t := range tokens {
 		list.Items = append(list.Items, tokenOf(t))
+	}
+	if sorter != nil {
+		if err := output.Sort(sorter, list.Items); err != nil {
+			return operr.Wrap(operr.Usage, err, "", "")
+		}
 	}
 	if !o.g.Output.Text() {
 		return printResult(deps, o.g, list, nil)

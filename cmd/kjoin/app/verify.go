@@ -205,6 +205,7 @@ func printChecks(w io.Writer, checks []verify.Check) {
 type NodesOptions struct {
 	AdminOptions
 	Selector string
+	SortBy   string
 	Names    []string
 }
 
@@ -218,12 +219,21 @@ func NewCmdNodes(deps *Deps, g *Globals) *cobra.Command {
 	}
 	bindAdminFlags(cmd, &o.AdminOptions, g)
 	cmd.Flags().StringVarP(&o.Selector, "selector", "l", "", "label selector (as kubectl's -l), e.g. node-role.kubernetes.io/control-plane")
+	bindSortBy(cmd, &o.SortBy, nodeSortFields)
 	return cmd
 }
 
 func runNodes(ctx context.Context, deps *Deps, o *NodesOptions) error {
+	var bad []error
 	if _, err := labels.Parse(o.Selector); err != nil {
-		return operr.Wrap(operr.Usage, err, "invalid --selector "+strconv.Quote(o.Selector), "a kubectl label selector, e.g. node-role.kubernetes.io/control-plane or zone=a")
+		bad = append(bad, operr.Wrap(operr.Usage, err, "invalid --selector "+strconv.Quote(o.Selector), "a kubectl label selector, e.g. node-role.kubernetes.io/control-plane or zone=a"))
+	}
+	sorter, err := sorterOf(o.SortBy)
+	if err != nil {
+		bad = append(bad, err)
+	}
+	if len(bad) > 0 {
+		return usageErrors(bad)
 	}
 	ac, err := newAdminClient(deps, &o.AdminOptions)
 	if err != nil {
@@ -240,6 +250,11 @@ func runNodes(ctx context.Context, deps *Deps, o *NodesOptions) error {
 	list := &output.NodeList{Items: []output.Node{}}
 	for _, r := range rows {
 		list.Items = append(list.Items, nodeOf(r))
+	}
+	if sorter != nil {
+		if err := output.Sort(sorter, list.Items); err != nil {
+			return operr.Wrap(operr.Usage, err, "", "")
+		}
 	}
 	if !o.g.Output.Text() {
 		return printResult(deps, o.g, list, nil)

@@ -1,0 +1,50 @@
+package app
+
+import (
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"kjoin.dev/kjoin/operr"
+	"kjoin.dev/kjoin/output"
+)
+
+// The fields --sort-by completes (and names in its help) per list.
+var (
+	nodeSortFields  = []string{".joinedAt", ".leaseAge.seconds", ".name", ".joinedBy", ".kubeletVersion", ".readyStatus", ".role"}
+	tokenSortFields = []string{".expires", ".id", ".description"}
+)
+
+// bindSortBy adds kubectl's --sort-by: a JSONPath over the -o json items.
+func bindSortBy(cmd *cobra.Command, to *string, fields []string) {
+	cmd.Flags().StringVar(to, "sort-by", "", "sort the list by a JSONPath over its -o json items (as kubectl's --sort-by), e.g. "+strings.Join(fields[:min(2, len(fields))], " or "))
+}
+
+// sorterOf parses --sort-by (nil when unset); a bad expression is a usage error.
+func sorterOf(expr string) (*output.Sorter, error) {
+	if expr == "" {
+		return nil, nil
+	}
+	s, err := output.NewSorter(expr)
+	if err != nil {
+		return nil, operr.Wrap(operr.Usage, err, "invalid --sort-by", "a JSONPath over the -o json items, e.g. .joinedAt or {.leaseAge.seconds}")
+	}
+	return s, nil
+}
+
+// usageErrors reports several bad values at once as one usage error, each on its own line
+// with its next step.
+func usageErrors(errs []error) error {
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	lines := make([]string, 0, len(errs))
+	for _, err := range errs {
+		line := err.Error()
+		if h := operr.HintOf(err); h != "" {
+			line += " (" + h + ")"
+		}
+		lines = append(lines, line)
+	}
+	return operr.New(operr.Usage, "invalid values:\n  "+strings.Join(lines, "\n  "), "")
+}
