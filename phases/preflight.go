@@ -71,6 +71,9 @@ func ignored(s *State, check string) bool {
 }
 
 func runPreflight(ctx context.Context, e *host.Env, s *State) error {
+	if s.probes == nil && s.Opts.CRISocket != "" {
+		s.probes = startHostProbes(ctx, e, s) // version-check's local questions, meanwhile
+	}
 	if err := checkOwnership(e, s); err != nil {
 		return err
 	}

@@ -100,6 +100,8 @@ type State struct {
 	// Versions: the API server's and the local kubelet's (version-check).
 	ClusterVersion string
 	KubeletVersion string
+	// probes are version-check's local questions, started by preflight (nil until then).
+	probes *hostProbes
 	// Runtime is what the container runtime says it is (version-check).
 	Runtime *cri.Info
 

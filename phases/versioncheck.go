@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"kjoin.dev/kjoin/cri"
@@ -32,17 +31,17 @@ func runVersionCheck(ctx context.Context, e *host.Env, s *State) error {
 	if s.BootstrapClient == nil {
 		return operr.New(operr.Usage, "version-check needs the discovery phase", "run the whole join, or kjoin join phase discovery first")
 	}
-	// The three questions are independent: the kubelet binary and the runtime are asked while
-	// the API server answers (the kubelet's --version alone is a process start of a large binary).
-	var kv string
-	var kerr, rerr error
-	var rt *cri.Info
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); kv, kerr = kubeletVersion(ctx, e) }()
-	go func() { defer wg.Done(); rt, rerr = describeRuntime(ctx, e, s) }()
+	// The three questions are independent: the kubelet binary and the runtime were asked from
+	// preflight on (hostProbes), or are asked now while the API server answers.
+	probes := s.probes
+	if probes == nil {
+		probes = startHostProbes(ctx, e, s)
+	}
 	info, err := s.BootstrapClient.Discovery().ServerVersion()
-	wg.Wait()
+	if werr := probes.wait(ctx); werr != nil {
+		return werr
+	}
+	kv, kerr, rt, rerr := probes.kubelet, probes.kubeletErr, probes.runtime, probes.runtimeErr
 	if err != nil {
 		return operr.Wrap(operr.Other, err, "cannot read the API server's version", "check that the API server is reachable, then run the same command again")
 	}
@@ -71,15 +70,15 @@ func runVersionCheck(ctx context.Context, e *host.Env, s *State) error {
 }
 
 // describeRuntime asks the runtime what it is (nil when the host cannot ask).
-func describeRuntime(ctx context.Context, e *host.Env, s *State) (*cri.Info, error) {
+func describeRuntime(ctx context.Context, e *host.Env, socket string) (*cri.Info, error) {
 	if e.DescribeRuntime == nil {
 		return nil, nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	info, err := e.DescribeRuntime(cctx, s.Opts.CRISocket)
+	info, err := e.DescribeRuntime(cctx, socket)
 	if err != nil {
-		return nil, fmt.Errorf("could not ask the container runtime at %s what it is: %w", s.Opts.CRISocket, err)
+		return nil, fmt.Errorf("could not ask the container runtime at %s what it is: %w", socket, err)
 	}
 	return &info, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/version"
 	fakediscovery "k8s.io/client-go/discovery/fake"
@@ -143,8 +144,48 @@ func TestRuntimeCheck(t *testing.T) {
 	e := &host.Env{DescribeRuntime: func(context.Context, string) (cri.Info, error) {
 		return cri.Info{Name: "containerd", Version: "1.6.20"}, nil
 	}}
-	rt, _ := describeRuntime(context.Background(), e, s)
+	rt, _ := describeRuntime(context.Background(), e, s.Opts.CRISocket)
 	if _, err = checkRuntime(e, s, rt); err == nil || !strings.Contains(err.Error(), "RuntimeConfig") {
 		t.Errorf("a v1.38 kubelet on a runtime without RuntimeConfig: %v", err)
+	}
+}
+
+// version-check's local questions start with preflight and run while discovery does: by the
+// end of discovery kubelet --version has been asked, and the join asks it once.
+func TestKubeletVersionIsAskedWhileDiscoveryRuns(t *testing.T) {
+	t.Parallel()
+	h := newTestHost(t)
+	s := &State{Opts: h.options(t)}
+	asked := func() int {
+		h.runner.mu.Lock()
+		defer h.runner.mu.Unlock()
+		n := 0
+		for _, c := range h.runner.calls {
+			if c == "kubelet --version" {
+				n++
+			}
+		}
+		return n
+	}
+	seenByDiscovery := false
+	after := func(name string) {
+		if name != "discovery" {
+			return
+		}
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			if asked() > 0 {
+				seenByDiscovery = true
+				return
+			}
+		}
+	}
+	if _, err := Run(context.Background(), h.env, s, Join, RunOptions{AfterPhase: after}); err != nil {
+		t.Fatal(err)
+	}
+	if !seenByDiscovery {
+		t.Error("kubelet --version was not asked before version-check")
+	}
+	if n := asked(); n != 1 || s.KubeletVersion != "v1.37.2" {
+		t.Errorf("kubelet --version asked %d times (want 1), version %q", n, s.KubeletVersion)
 	}
 }
