@@ -94,10 +94,30 @@ func enableAudit(t *testing.T, c *framework.Cluster) (restore func()) {
 	}
 	return func() {
 		writeManifest(orig)
-		if !livezEventually(c.Hosts["cp1"].IP) {
-			t.Error("cp1's API server did not come back after the audit log was turned off")
+		// The API server that logs stays live until the kubelet replaces it: wait for the one
+		// started without the audit flags to be the only one, and live.
+		deadline := time.Now().Add(3 * time.Minute)
+		for !auditOff(c) || !livez(c.Hosts["cp1"].IP) {
+			if time.Now().After(deadline) {
+				t.Error("cp1's API server did not come back without the audit log within 3 minutes")
+				return
+			}
+			time.Sleep(500 * time.Millisecond)
 		}
 	}
+}
+
+// auditOff reports whether cp1 runs an API server and none of its API servers has the audit
+// log flag.
+func auditOff(c *framework.Cluster) bool {
+	pids := c.Pids("cp1", "kube-apiserver")
+	for _, p := range pids {
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
+		if err != nil || strings.Contains(string(cmdline), "--audit-log-path") {
+			return false
+		}
+	}
+	return len(pids) > 0
 }
 
 // auditEvent is the part of an audit.k8s.io/v1 Event the cost count reads.
