@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -220,7 +221,7 @@ func TestControlPlaneParallel(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					if tool == "kjoin" {
-						res[i] = kjoinControlPlane(t, c, h, key, "-o", "json")
+						res[i] = kjoinControlPlane(t, c, h, key, "-o", "json", "-v", "1") // -v: the etcd lock wait and restarts on stderr
 					} else {
 						res[i] = c.Run(t, h, "kubeadm", "join", lab.Endpoint(), "--token", lab.Token, "--discovery-token-ca-cert-hash", c.CAHash,
 							"--control-plane", "--certificate-key", key, "--apiserver-advertise-address", c.Hosts[h].IP, "--ignore-preflight-errors=all")
@@ -272,6 +273,18 @@ func TestControlPlaneParallel(t *testing.T) {
 					for name, ms := range phases {
 						sample.Extra[hosts[i]+"/"+name+"Ms"] = float64(ms)
 					}
+					sample.Extra[hosts[i]+"LockWaitMs"] = 0 // the first to take the lock says nothing
+					if m := lockWaited.FindStringSubmatch(r.Stderr); m != nil {
+						if d, err := time.ParseDuration(m[1]); err == nil {
+							sample.Extra[hosts[i]+"LockWaitMs"] = float64(d.Milliseconds())
+						}
+					}
+					if strings.Contains(r.Stderr, "restarting it (a learner holds no vote)") {
+						sample.Extra[hosts[i]+"EtcdRestarted"] = 1
+					}
+					if os.Getenv("KJOIN_PARALLEL_LOG") != "" {
+						t.Logf("%s round %d, %s's progress:\n%s", tool, round, hosts[i], r.Stderr)
+					}
 				}
 			}
 			if !ok {
@@ -297,6 +310,9 @@ func TestControlPlaneParallel(t *testing.T) {
 		}
 	}
 }
+
+// lockWaited finds etcd-join's "etcd join lock acquired after 2.5s" in kjoin's -v 1 progress.
+var lockWaited = regexp.MustCompile(`etcd join lock acquired after (\S+)`)
 
 // votersSettled waits up to a minute for n started voters and no learner.
 func votersSettled(c *framework.Cluster, n int) ([]lab.EtcdMember, error) {

@@ -443,6 +443,23 @@ func parallel(b *strings.Builder, samples []sample) {
 		for _, n := range phaseOrder(per) {
 			w("| %s | %s | %s |\n", n, of(per[n]), of(phase(alone, n)))
 		}
+		var waits []int64
+		joins, restarts := 0, 0
+		for _, s := range by[t] {
+			for k, v := range s.Extra {
+				switch {
+				case strings.HasSuffix(k, "LockWaitMs"):
+					waits = append(waits, int64(v))
+					joins++
+				case strings.HasSuffix(k, "EtcdRestarted"):
+					restarts++
+				}
+			}
+		}
+		if joins > 0 {
+			w("| (in etcd-join: waiting for the etcd join lock) | %s | – |\n", of(waits))
+			w("\nkjoin restarted its stalled etcd learner in %d of these %d joins.\n", restarts, joins)
+		}
 		w("\n")
 	}
 }
