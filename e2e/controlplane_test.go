@@ -294,7 +294,7 @@ func TestControlPlaneParallel(t *testing.T) {
 			if tool == "kjoin" && !ok {
 				c.DumpLogs(t, "cp1", "cp2", "cp3", "cp4")
 				t.Errorf("kjoin parallel round %d failed: %s", round, detail)
-			} else if os.Getenv("KJOIN_PARALLEL_LOG") != "" {
+			} else if tool == "kjoin" && os.Getenv("KJOIN_PARALLEL_LOG") != "" {
 				c.DumpLogs(t, hosts...) // the kubelets' and pods' logs, kept under _artifacts
 			}
 			for _, h := range hosts {
