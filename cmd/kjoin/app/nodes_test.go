@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 )
 
 // kjoin nodes takes names and a label selector; an unknown name or a bad selector is a usage
@@ -20,14 +21,10 @@ func TestNodesSelection(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Name: "cp1", Labels: map[string]string{"node-role.kubernetes.io/control-plane": ""}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "a-worker-with-a-very-long-name", Labels: map[string]string{"zone": "b"}}},
 	} {
-		if _, err := client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		createNode(t, client, n)
 	}
 	run := func(args ...string) (int, string, string) {
-		out, errb := &bytes.Buffer{}, &bytes.Buffer{}
-		deps.Out, deps.Err = out, errb
-		return Run(ctx, deps, append([]string{"nodes", "--root", root}, args...)), out.String(), errb.String()
+		return runArgs(ctx, deps, append([]string{"nodes", "--root", root}, args...)...)
 	}
 	code, out, errs := run("-l", "zone=b")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
@@ -58,14 +55,10 @@ func TestNodesSortBy(t *testing.T) {
 	for i, name := range []string{"b", "c", "a"} {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(base.Add(time.Duration(i) * time.Hour))},
 			Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{KubeletVersion: []string{"v1.37.2", "v1.35.4", "v1.36.3"}[i]}}}
-		if _, err := client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		createNode(t, client, n)
 	}
 	run := func(args ...string) (int, string, string) {
-		out, errb := &bytes.Buffer{}, &bytes.Buffer{}
-		deps.Out, deps.Err = out, errb
-		return Run(ctx, deps, append([]string{"nodes", "--root", root}, args...)), out.String(), errb.String()
+		return runArgs(ctx, deps, append([]string{"nodes", "--root", root}, args...)...)
 	}
 	for expr, want := range map[string]string{".joinedAt": "b c a", "{.kubeletVersion}": "c a b", "": "a b c"} {
 		args := []string{"-o", "jsonpath={.items[*].name}"}
@@ -102,4 +95,11 @@ func runArgs(ctx context.Context, deps *Deps, args ...string) (int, string, stri
 	out, errb := &bytes.Buffer{}, &bytes.Buffer{}
 	deps.Out, deps.Err = out, errb
 	return Run(ctx, deps, args), out.String(), errb.String()
+}
+
+func createNode(t *testing.T, client kubernetes.Interface, n *corev1.Node) {
+	t.Helper()
+	if _, err := client.CoreV1().Nodes().Create(context.Background(), n, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
