@@ -130,3 +130,24 @@ func TestKubeletConfigLabelsOnlyAFirstJoin(t *testing.T) {
 		}
 	}
 }
+
+// The joined-by label costs the cluster nothing: a worker's whole join writes it only into the
+// kubelet's flags (the kubelet sends it when it registers) and never patches or updates a Node.
+func TestJoinedByLabelCostsNoRequest(t *testing.T) {
+	t.Parallel()
+	h := newTestHost(t)
+	s := &State{Opts: h.options(t)}
+	if _, err := Run(context.Background(), h.env, s, Join, RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	flags, _ := h.env.ReadFile(host.KubeletFlagsPath)
+	if !strings.Contains(string(flags), "--node-labels=kjoin.dev/joined-by=kjoin") {
+		t.Errorf("kubeadm-flags.env lacks the label: %s", flags)
+	}
+	for _, a := range h.client.Actions() {
+		// (the create is the fake kubelet's registration, played by the fake runner)
+		if a.GetResource().Resource == "nodes" && (a.GetVerb() == "patch" || a.GetVerb() == "update") {
+			t.Errorf("the join made %s on nodes", a.GetVerb())
+		}
+	}
+}
