@@ -69,9 +69,11 @@ func (g *diagnosis) kubeletChecks(ctx context.Context) {
 	// crash-loop check.
 	props := map[string]string{}
 	out, showErr := g.e.Exec.Run(ctx, "systemctl", "show", "kubelet", "--property", "NRestarts,ActiveState,SubState,ExecMainStatus")
-	for _, l := range strings.Split(string(out), "\n") {
-		if k, v, ok := strings.Cut(strings.TrimSpace(l), "="); ok && showErr == nil {
-			props[k] = v
+	if showErr == nil {
+		for _, l := range strings.Split(string(out), "\n") {
+			if k, v, ok := strings.Cut(strings.TrimSpace(l), "="); ok {
+				props[k] = v
+			}
 		}
 	}
 	if _, err := g.e.Exec.Run(ctx, "systemctl", "is-active", "--quiet", "kubelet"); err != nil {

@@ -176,5 +176,11 @@ func TestCloudInitFirstBoot(t *testing.T) {
 	if !strings.Contains(lines[0], "JOINED-BY") || !strings.Contains(lines[1], " kjoin ") {
 		t.Errorf("kjoin nodes -o wide does not show who joined %s:\n%s", h, wide.Stdout)
 	}
+	// --sort-by .joinedBy: "kjoin" before "kubeadm", so the worker comes before cp1, the
+	// reverse of the default order (control planes first).
+	sorted := c.MustRun(t, "cp1", "kjoin", "nodes", h, "cp1", "--sort-by", ".joinedBy", "-o", "jsonpath={.items[*].name}")
+	if got, want := strings.TrimSpace(sorted.Stdout), h+" cp1"; got != want {
+		t.Errorf("kjoin nodes --sort-by .joinedBy: %q, want %q", got, want)
+	}
 	c.MustRun(t, h, "kjoin", "reset", "-f")
 }

@@ -39,7 +39,7 @@ func runVersionCheck(ctx context.Context, e *host.Env, s *State) error {
 	}
 	info, err := s.BootstrapClient.Discovery().ServerVersion()
 	if werr := probes.wait(ctx); werr != nil {
-		return werr
+		return fmt.Errorf("wait for the kubelet's and the runtime's versions: %w", werr)
 	}
 	kv, kerr, rt, rerr := probes.kubelet, probes.kubeletErr, probes.runtime, probes.runtimeErr
 	if err != nil {

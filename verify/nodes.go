@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"kjoin.dev/kjoin/kubelet"
 )
@@ -99,9 +100,14 @@ func NodeMap(ctx context.Context, c kubernetes.Interface, clk Clock, sel Selecti
 	}
 	// Nothing on a Node marks kubeadm's joins: in a cluster kubeadm made (its kubeadm-config is
 	// there), a Node without kjoin's label was joined by kubeadm (or by a kjoin before v0.5).
-	kubeadmCluster := false
-	if _, err := c.CoreV1().ConfigMaps("kube-system").Get(ctx, "kubeadm-config", metav1.GetOptions{}); err == nil {
-		kubeadmCluster = true
+	// Asked once, and only when a Node lacks the label.
+	var kubeadmCluster *bool
+	isKubeadmCluster := func() bool {
+		if kubeadmCluster == nil {
+			_, err := c.CoreV1().ConfigMaps("kube-system").Get(ctx, "kubeadm-config", metav1.GetOptions{})
+			kubeadmCluster = ptr.To(err == nil)
+		}
+		return *kubeadmCluster
 	}
 	out := []NodeInfo{}
 	for _, n := range nodes.Items {
@@ -118,7 +124,7 @@ func NodeMap(ctx context.Context, c kubernetes.Interface, clk Clock, sel Selecti
 		switch {
 		case n.Labels[kubelet.JoinedByLabel] != "":
 			info.JoinedBy = n.Labels[kubelet.JoinedByLabel]
-		case kubeadmCluster:
+		case isKubeadmCluster():
 			info.JoinedBy = "kubeadm"
 		}
 		if _, ok := n.Labels[labelControlPlane]; ok {

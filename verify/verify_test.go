@@ -383,4 +383,14 @@ func TestNodeMapJoinedBy(t *testing.T) {
 			}
 		}
 	}
+	// When every Node carries the label, kubeadm-config is not asked for.
+	client := fake.NewClientset(objs[0], &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kubeadm-config", Namespace: "kube-system"}})
+	if _, err := NodeMap(ctx, client, &fixedClock{t: time.Now()}, Selection{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range client.Actions() {
+		if a.GetResource().Resource == "configmaps" {
+			t.Errorf("read %s although every Node is labelled", a.GetResource().Resource)
+		}
+	}
 }

@@ -32,6 +32,17 @@ func sorterOf(expr string) (*output.Sorter, error) {
 	return s, nil
 }
 
+// sortList orders a list's items by --sort-by (unchanged when it is unset).
+func sortList[T any](s *output.Sorter, items []T) error {
+	if s == nil {
+		return nil
+	}
+	if err := output.Sort(s, items); err != nil {
+		return operr.Wrap(operr.Usage, err, "", "")
+	}
+	return nil
+}
+
 // usageErrors reports several bad values at once as one usage error, each on its own line
 // with its next step.
 func usageErrors(errs []error) error {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/output"
 	"kjoin.dev/kjoin/token"
 )
@@ -48,10 +47,8 @@ func runTokenList(ctx context.Context, deps *Deps, o *TokenListOptions) error {
 	for _, t := range tokens {
 		list.Items = append(list.Items, tokenOf(t))
 	}
-	if sorter != nil {
-		if err := output.Sort(sorter, list.Items); err != nil {
-			return operr.Wrap(operr.Usage, err, "", "")
-		}
+	if err := sortList(sorter, list.Items); err != nil {
+		return err
 	}
 	if !o.g.Output.Text() {
 		return printResult(deps, o.g, list, nil)

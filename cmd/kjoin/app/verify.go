@@ -251,10 +251,8 @@ func runNodes(ctx context.Context, deps *Deps, o *NodesOptions) error {
 	for _, r := range rows {
 		list.Items = append(list.Items, nodeOf(r))
 	}
-	if sorter != nil {
-		if err := output.Sort(sorter, list.Items); err != nil {
-			return operr.Wrap(operr.Usage, err, "", "")
-		}
+	if err := sortList(sorter, list.Items); err != nil {
+		return err
 	}
 	if !o.g.Output.Text() {
 		return printResult(deps, o.g, list, nil)

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -428,10 +429,18 @@ func parallel(b *strings.Builder, samples []sample) {
 	// the same phases of one join alone.
 	for _, t := range tools {
 		per := map[string][]int64{}
+		var waits []int64
+		restarts := 0
 		for _, s := range by[t] {
 			for k, v := range s.Extra {
-				if _, name, ok := strings.Cut(k, "/"); ok {
+				_, name, isPhase := strings.Cut(k, "/")
+				switch {
+				case isPhase:
 					per[strings.TrimSuffix(name, "Ms")] = append(per[strings.TrimSuffix(name, "Ms")], int64(v))
+				case strings.HasSuffix(k, "LockWaitMs"):
+					waits = append(waits, int64(v))
+				case strings.HasSuffix(k, "EtcdRestarted"):
+					restarts++
 				}
 			}
 		}
@@ -440,25 +449,12 @@ func parallel(b *strings.Builder, samples []sample) {
 		}
 		alone := single[strings.TrimSuffix(t, " x3")]
 		w("`%s`: each join's phases in the parallel rounds beside one join alone, min / **median** / max:\n\n| phase | in a parallel round | alone |\n|---|---|---|\n", t)
-		for _, n := range phaseOrder(per) {
+		for _, n := range sortPhases(slices.Sorted(maps.Keys(per))) {
 			w("| %s | %s | %s |\n", n, of(per[n]), of(phase(alone, n)))
 		}
-		var waits []int64
-		joins, restarts := 0, 0
-		for _, s := range by[t] {
-			for k, v := range s.Extra {
-				switch {
-				case strings.HasSuffix(k, "LockWaitMs"):
-					waits = append(waits, int64(v))
-					joins++
-				case strings.HasSuffix(k, "EtcdRestarted"):
-					restarts++
-				}
-			}
-		}
-		if joins > 0 {
+		if len(waits) > 0 {
 			w("| (in etcd-join: waiting for the etcd join lock) | %s | – |\n", of(waits))
-			w("\nkjoin restarted its stalled etcd learner in %d of these %d joins.\n", restarts, joins)
+			w("\nkjoin restarted its stalled etcd learner in %d of these %d joins.\n", restarts, len(waits))
 		}
 		w("\n")
 	}
@@ -501,16 +497,6 @@ func storm(b *strings.Builder, samples []sample) {
 			e["p50"], e["p95"], e["p99"], e["max"], e["peakRps"], e["requests"], e["http429"], strings.ReplaceAll(s.Error, "|", "/"))
 	}
 	w("\n")
-}
-
-// phaseOrder is the phases of per in the order a control-plane join runs them.
-func phaseOrder(per map[string][]int64) []string {
-	names := make([]string, 0, len(per))
-	for n := range per {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return sortPhases(names)
 }
 
 // sortPhases orders phase names as a control-plane join runs them.
