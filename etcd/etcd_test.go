@@ -134,6 +134,7 @@ func newJoin(f *fakeCluster, l *fakeLock, logs *[]string) (*Join, *[][]Member) {
 	return &Join{
 		Cluster: f, Lock: l, Name: "cp2", PeerURL: "https://10.0.0.2:2380",
 		Timeout: 2 * time.Second, Interval: 5 * time.Millisecond, CallTimeout: time.Second, Clock: clock.RealClock{},
+		Peer: func(context.Context, string) bool { return true }, DeadAfter: 20 * time.Millisecond,
 		Logf: func(format string, a ...any) { *logs = append(*logs, format) },
 		WriteManifest: func(ms []Member) error {
 			manifests = append(manifests, ms)

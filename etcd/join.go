@@ -38,6 +38,23 @@ type Join struct {
 	// StallGrace is how long a started learner may not serve clients before it counts as
 	// stalled (default 600 ms: a member that is not stalled serves as soon as its name is listed).
 	StallGrace time.Duration
+	// FreshData is true when this node's etcd data directory was empty as the join began: a
+	// voting member with this node's peer URL is then another (earlier) machine's member,
+	// never this node's, since a member that votes has written its data (see replaceFormer).
+	FreshData bool
+	// OwnMember is the member an earlier run of this join on this node recorded (its journal):
+	// never taken for another machine's.
+	OwnMember uint64
+	// Replace is the operator's explicit intent (--replace) to remove such a member whose
+	// name is not this node's; one named like this node needs none.
+	Replace bool
+	// RemoveDeadLearners removes other learners that are provably dead (never started or
+	// silent, and silent for DeadAfter) instead of refusing (--remove-dead-etcd-learners).
+	RemoveDeadLearners bool
+	// Peer asks whether an etcd peer URL answers (nil: DialPeer); DeadAfter is how long it
+	// must stay silent to prove a member dead (default 5 s).
+	Peer      PeerProbe
+	DeadAfter time.Duration
 	// At marks points inside the join for the lab's fault injection (may be nil).
 	At          func(point string)
 	Timeout     time.Duration
@@ -58,6 +75,10 @@ type Result struct {
 	// AlreadyVoting is true when there was nothing to do.
 	AlreadyVoting bool
 	Waited        time.Duration // for the lock
+	// Replaced is the former machine's voter this join removed (zero: none).
+	Replaced *MemberState
+	// RemovedLearners are the dead learners this join removed (--remove-dead-etcd-learners).
+	RemovedLearners []MemberState
 }
 
 // Run adds the member as a learner, writes the manifest, waits until it has started and
@@ -81,6 +102,12 @@ func (j *Join) Run(ctx context.Context) (res *Result, err error) {
 	}
 	if j.StallGrace == 0 {
 		j.StallGrace = 600 * time.Millisecond
+	}
+	if j.Peer == nil {
+		j.Peer = DialPeer
+	}
+	if j.DeadAfter == 0 {
+		j.DeadAfter = deadAfterDefault
 	}
 	res = &Result{}
 	ctx, cancel := context.WithTimeout(ctx, j.Timeout)
@@ -110,6 +137,29 @@ func (j *Join) Run(ctx context.Context) (res *Result, err error) {
 		return nil, operr.Wrap(operr.Other, err, "etcd has no quorum or cannot be reached", "check the existing control planes' etcd before adding a member")
 	}
 	me := find(members, j.PeerURL)
+	if me != nil && !me.IsLearner && j.FreshData && me.ID != j.OwnMember {
+		former, err := j.replaceFormer(ctx, me, members)
+		if err != nil {
+			return nil, err
+		}
+		res.Replaced = former
+		if members, err = j.list(ctx); err != nil {
+			return nil, operr.Wrap(operr.Other, err, "etcd has no quorum or cannot be reached", "check the existing control planes' etcd before adding a member")
+		}
+		me = find(members, j.PeerURL)
+	}
+	if me == nil {
+		removed, err := j.clearLearners(ctx, members)
+		res.RemovedLearners = removed
+		if err != nil {
+			return res, err
+		}
+		if len(removed) > 0 {
+			if members, err = j.list(ctx); err != nil {
+				return nil, operr.Wrap(operr.Other, err, "etcd has no quorum or cannot be reached", "check the existing control planes' etcd before adding a member")
+			}
+		}
+	}
 	switch {
 	case me != nil && !me.IsLearner:
 		res.ID, res.AlreadyVoting = me.ID, true

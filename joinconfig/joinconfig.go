@@ -63,6 +63,10 @@ type Flags struct {
 	Wait             string
 	WaitReady        bool
 	WaitReadyTimeout time.Duration
+	// Replace takes over a NotReady Node of this name afresh (and a dead etcd member with this
+	// control plane's peer URL); RemoveDeadLearners removes etcd learners left by failed joins.
+	Replace            bool
+	RemoveDeadLearners bool
 	// Changed reports whether a flag was set on the command line (nil: none was).
 	Changed func(name string) bool
 }
@@ -124,6 +128,7 @@ func Resolve(f Flags, src Sources, phaseNames []string) (*Result, error) {
 	v := &validator{}
 	res := &Result{Options: phases.Options{
 		Timeouts: phases.DefaultTimeouts(), WaitReady: f.WaitReady, WaitReadyTimeout: f.WaitReadyTimeout,
+		Replace: f.Replace, RemoveDeadLearners: f.RemoveDeadLearners,
 		ReadyGrace: 15 * time.Second, IgnorePreflight: map[string]bool{},
 	}}
 	in := v.fromFlags(f, src, &res.Options)
@@ -375,6 +380,9 @@ func (v *validator) validate(f Flags, in *input, phaseNames []string, res *Resul
 	}
 	if f.WaitReady && res.Options.WaitKubeletOnly {
 		v.bad("--wait-ready", "true", "not with --wait=kubelet (which returns before the Node is Ready)")
+	}
+	if f.RemoveDeadLearners && !in.controlPlane {
+		v.bad("--remove-dead-etcd-learners", "true", "only with --control-plane (a worker adds no etcd member)")
 	}
 	if res.Options.Wait && f.WaitReadyTimeout <= 0 {
 		v.bad("--wait-ready-timeout", f.WaitReadyTimeout.String(), "a duration above zero, e.g. 4m")

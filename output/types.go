@@ -124,13 +124,27 @@ type JoinResult struct {
 	ReadyAfter        *Duration `json:"readyAfter,omitempty"`
 	Ready             bool      `json:"ready"`
 	// Lease is the kubelet's first Lease: found or pending (not waited for).
-	Lease          string   `json:"lease,omitempty"`
+	Lease string `json:"lease,omitempty"`
+	// Repairs are what the join removed or renewed of a node's earlier life: a former
+	// machine's Node or etcd member, dead learners, an expired client certificate.
+	Repairs        []Repair `json:"repairs,omitempty"`
 	DryRun         bool     `json:"dryRun"`
 	PlannedWrites  []File   `json:"plannedWrites"`
 	PlannedActions []string `json:"plannedActions"`
 	Phases         []Phase  `json:"phases"`
 	Warnings       []string `json:"warnings"`
 	Error          *Error   `json:"error,omitempty"`
+}
+
+// Repair is one thing a join removed or renewed (or, in a dry run, would).
+type Repair struct {
+	// Kind: node, lease, etcd-member, etcd-learner or client-certificate.
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+	// ID is the object's identity: a Node's UID, an etcd member ID (hex), a certificate serial.
+	ID     string `json:"id,omitempty"`
+	Action string `json:"action"`
+	Detail string `json:"detail,omitempty"`
 }
 
 // ResetResult is kjoin reset's answer.

@@ -45,6 +45,7 @@ func newCPHost(t *testing.T) *cpHost {
 	c := &cpHost{testHost: h, etcd: etcdtest.New()}
 	c.etcd.Started = func() bool { return h.env.Exists(path.Join(host.ManifestsDir, "etcd.yaml")) }
 	h.env.DialEtcd = c.etcd.Dial
+	h.env.EtcdPeer = func(context.Context, string) bool { return true } // every member answers
 	h.env.HTTPClient = func(*x509.CertPool) *http.Client { return &http.Client{Transport: okTransport{}} }
 
 	// cp1's shared certificates: the cluster CA is the one discovery pins.

@@ -95,6 +95,10 @@ func runEtcdJoin(ctx context.Context, e *host.Env, s *State) error {
 	}
 	// control-plane-prepare (which fetched s.Cluster) checked the data directory is etcd's own.
 	dataDir := path.Clean(s.Cluster.Etcd.Local.DataDir)
+	fresh, err := etcdDataDirEmpty(e, dataDir)
+	if err != nil {
+		return fmt.Errorf("read the etcd data directory %s: %w", dataDir, err)
+	}
 	ownsData, err := claimEtcdDataDir(e, s, dataDir)
 	if err != nil {
 		return err
@@ -102,6 +106,7 @@ func runEtcdJoin(ctx context.Context, e *host.Env, s *State) error {
 	j := &etcd.Join{
 		Cluster: cli, Lock: lock, Name: s.Opts.NodeName, PeerURL: peerURL,
 		Timeout: s.Opts.Timeouts.EtcdAPICall, Clock: e.Clock, Status: cli.Status, At: e.At,
+		FreshData: fresh, OwnMember: journalMember(s), Replace: s.Opts.Replace, RemoveDeadLearners: s.Opts.RemoveDeadLearners, Peer: e.EtcdPeer,
 		RemoveManifest: func(wipeData bool) error {
 			if err := os.Remove(e.Paths.Of(path.Join(host.ManifestsDir, "etcd.yaml"))); err != nil && !os.IsNotExist(err) {
 				return err
@@ -133,6 +138,9 @@ func runEtcdJoin(ctx context.Context, e *host.Env, s *State) error {
 	waited := e.Waiting("etcd-join", "this node's etcd member to be added, started and promoted to voter", s.Opts.Timeouts.EtcdAPICall)
 	res, err := j.Run(ctx)
 	waited()
+	if res != nil {
+		recordEtcdRepairs(s, res)
+	}
 	if err != nil {
 		return err
 	}
@@ -145,6 +153,28 @@ func runEtcdJoin(ctx context.Context, e *host.Env, s *State) error {
 	}
 	e.Logf("etcd-join", "etcd member %x (%s) votes", res.ID, s.Opts.NodeName)
 	return nil
+}
+
+// journalMember is the etcd member the journal records for this node (zero: none).
+func journalMember(s *State) uint64 {
+	if s.Journal == nil {
+		return 0
+	}
+	return s.Journal.EtcdMemberID
+}
+
+// recordEtcdRepairs reports the former member and the dead learners a join removed.
+func recordEtcdRepairs(s *State, res *etcd.Result) {
+	if m := res.Replaced; m != nil {
+		s.MarkChanged()
+		s.Repairs = append(s.Repairs, Repair{Kind: "etcd-member", Name: m.Name, ID: fmt.Sprintf("%x", m.ID), Action: "removed",
+			Detail: fmt.Sprintf("the voter of the machine this node replaces (%s, %s); this node joined as a new member", m.PeerURL, m.Kind())})
+	}
+	for _, m := range res.RemovedLearners {
+		s.MarkChanged()
+		s.Repairs = append(s.Repairs, Repair{Kind: "etcd-learner", Name: m.Name, ID: fmt.Sprintf("%x", m.ID), Action: "removed",
+			Detail: fmt.Sprintf("a learner left by a join that did not finish (%s, %s)", m.PeerURL, m.Kind())})
+	}
 }
 
 // claimEtcdDataDir creates the etcd data directory and reports whether the learner's data in

@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"kjoin.dev/kjoin/atomicfile"
@@ -68,6 +69,12 @@ type Options struct {
 	DryRun           bool
 	Timeouts         Timeouts
 
+	// Replace takes over the name of a NotReady Node (and, for a control plane, removes the
+	// dead etcd member of the machine this one replaces): --replace.
+	Replace bool
+	// RemoveDeadLearners removes etcd learners left by joins that did not finish.
+	RemoveDeadLearners bool
+
 	ControlPlane     bool
 	CertificateKey   string
 	AdvertiseAddress string
@@ -127,6 +134,11 @@ type State struct {
 	Ready           bool
 	LeaseFound      bool
 
+	// Repairs: what the join removed or renewed of the node's earlier life (or would, in a
+	// dry run). StaleNode is a NotReady Node of this name found before the TLS bootstrap.
+	Repairs   []Repair
+	StaleNode *corev1.Node
+
 	// Dry run.
 	PlannedWrites []PlannedWrite
 	PlannedAPI    []string
@@ -139,6 +151,11 @@ type State struct {
 
 	Started time.Time
 	Record
+}
+
+// Repair is one thing a join removed or renewed.
+type Repair struct {
+	Kind, Name, ID, Action, Detail string
 }
 
 // Record is what every workflow's state keeps of its run: the changes it made and its

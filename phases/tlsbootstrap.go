@@ -27,7 +27,7 @@ import (
 // -current.pem symlink, kubelet.conf pointing at it, and the cluster CA.
 //
 //	Reads:  s.BootstrapClient, s.Discovery (Server, CAData), s.Opts (NodeName, Timeouts, DryRun)
-//	Writes: s.NodeKey, s.CSRName, s.ClientCertPath; host files listed above
+//	Writes: s.NodeKey, s.CSRName, s.ClientCertPath, s.StaleNode (a NotReady Node of this name); host files listed above
 var TLSBootstrap = Phase{Name: "tls-bootstrap", Short: "Request and install the kubelet client certificate", Needs: []string{"discovery"}, Run: runTLSBootstrap}
 
 func runTLSBootstrap(ctx context.Context, e *host.Env, s *State) error {
@@ -226,13 +226,12 @@ func refuseReadyNode(ctx context.Context, e *host.Env, s *State, name string) er
 		}
 		return fmt.Errorf("look up node %q: %w", name, err)
 	}
-	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-			return operr.Newf(operr.Preflight,
-				"a Node named %q is already registered and Ready in the cluster", name).
-				WithHint(fmt.Sprintf("delete the existing Node (kubectl delete node %s) if that machine is gone, or join this one with another --node-name", name))
-		}
+	if isReady(node) {
+		return operr.Newf(operr.Preflight,
+			"a Node named %q is already registered and Ready in the cluster (uid %s)", name, node.UID).
+			WithHint(fmt.Sprintf("delete the existing Node (kubectl delete node %s) if that machine is gone, or join this one with another --node-name", name))
 	}
+	s.StaleNode = node // replace-node reports it (and with --replace deletes it)
 	return nil
 }
 

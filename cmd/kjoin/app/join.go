@@ -101,7 +101,11 @@ func phaseFlags(phase string) []string {
 		return append(base, "ignore-preflight-errors")
 	case "kubelet-config":
 		return append(base, "patches")
-	case "etcd-join", "control-plane-start", "mark-control-plane", "wait-control-plane":
+	case "etcd-join":
+		return slices.Concat(base, controlPlane, []string{"replace", "remove-dead-etcd-learners"})
+	case "replace-node":
+		return slices.Concat(base, controlPlane, []string{"replace"})
+	case "control-plane-start", "mark-control-plane", "wait-control-plane":
 		return slices.Concat(base, controlPlane)
 	case "wait-ready":
 		return append(base, "wait", "wait-ready", "wait-ready-timeout")
@@ -133,6 +137,8 @@ func bindJoinFlags(f *pflag.FlagSet, o *JoinOptions) {
 	f.Lookup("wait").NoOptDefVal = "ready"
 	f.BoolVar(&o.WaitReady, "wait-ready", false, "require the Node to become Ready")
 	f.DurationVar(&o.WaitReadyTimeout, "wait-ready-timeout", 4*time.Minute, "how long --wait-ready waits")
+	f.BoolVar(&o.Replace, "replace", false, "this machine replaces a gone one of the same name: delete the NotReady Node (and its Lease) so this node registers afresh; for a control plane, also remove the dead etcd member with this node's peer URL under another name (a Ready Node is always refused)")
+	f.BoolVar(&o.RemoveDeadLearners, "remove-dead-etcd-learners", false, "remove etcd learners left by joins that did not finish (their peer URL silent for 5s) instead of refusing; voters are never removed")
 }
 
 // resolve validates the flags (and --config) into phase options, before any host probe.
@@ -202,6 +208,9 @@ func joinResultOf(s *phases.State, results []workflow.Result, err error) *output
 		PlannedActions: s.PlannedAPI, Phases: phasesOf(results), Warnings: s.Warnings,
 		Error: NewErrorJSON(err),
 	}
+	for _, rp := range s.Repairs {
+		r.Repairs = append(r.Repairs, output.Repair{Kind: rp.Kind, Name: rp.Name, ID: rp.ID, Action: rp.Action, Detail: rp.Detail})
+	}
 	for _, w := range s.PlannedWrites {
 		r.PlannedWrites = append(r.PlannedWrites, output.File{Path: w.Path, Mode: output.NewFileMode(w.Mode)})
 	}
@@ -236,6 +245,7 @@ func printJoinSummary(w io.Writer, s *phases.State, r *output.JoinResult) {
 		for _, f := range s.PlannedWrites {
 			fmt.Fprintf(w, "  - write %s (mode %04o)\n", f.Path, f.Mode.Perm())
 		}
+		printRepairs(w, r.Repairs)
 		return
 	}
 	if !s.Changed() {
@@ -253,7 +263,23 @@ func printJoinSummary(w io.Writer, s *phases.State, r *output.JoinResult) {
 	if s.Ready {
 		fmt.Fprintf(w, "  Ready after:        %s\n", s.ReadyAfter.Round(time.Millisecond))
 	}
+	printRepairs(w, r.Repairs)
 	fmt.Fprintln(w, "Run 'kubectl get nodes' on a control plane to see it.")
+}
+
+// printRepairs lists what the join removed or renewed of the node's earlier life.
+func printRepairs(w io.Writer, rs []output.Repair) {
+	if len(rs) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "  repaired:")
+	for _, r := range rs {
+		id := ""
+		if r.ID != "" {
+			id = " " + r.ID
+		}
+		fmt.Fprintf(w, "    - %s %s %s%s: %s\n", r.Action, r.Kind, r.Name, id, r.Detail)
+	}
 }
 
 func bufioReader(b []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(b)) }

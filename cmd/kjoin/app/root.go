@@ -210,6 +210,7 @@ func HostEnv(root string, verbosity int, progress io.Writer) *host.Env {
 		Hostname:  os.Hostname,
 		Geteuid:   os.Geteuid,
 		Processes: host.ProcProcesses,
+		EtcdPeer:  etcd.DialPeer,
 		Signal:    syscall.Kill,
 		PortInUse: func(port int) bool {
 			l, err := net.Listen("tcp", fmt.Sprintf(":%d", port))

@@ -1,0 +1,127 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+
+	"kjoin.dev/kjoin/operr"
+)
+
+// replaceFormer handles a voting member with this node's peer URL found while this node's
+// data directory is empty: the member of a machine that had this address before (this one
+// reinstalled). Started as that member, etcd would vote with an empty log. It is removed,
+// so that this node joins afresh as a learner, only when all of these hold:
+//
+//   - the operator meant it: --replace, or the member has this node's name as well;
+//   - it is dead: its peer URL stays silent for DeadAfter;
+//   - the other voters keep quorum: a majority of the current voters answer without it.
+//
+// Otherwise the join is refused at once, naming the member and the remedy.
+func (j *Join) replaceFormer(ctx context.Context, me *etcdserverpb.Member, members []*etcdserverpb.Member) (*MemberState, error) {
+	st := Classify(ctx, []*etcdserverpb.Member{me}, nil)[0]
+	if !j.Replace && (me.Name == "" || me.Name != j.Name) {
+		return nil, &operr.Error{Code: operr.Preflight,
+			What: fmt.Sprintf("etcd %s votes with this node's peer URL, but this node's etcd data directory is empty: it is the member of a machine that had this address before, under another name", st),
+			Hint: fmt.Sprintf("if that machine is gone for good, run the same command with --replace (kjoin removes the member once its peer URL has stayed silent for %s and the other voters keep quorum), or remove it on a control plane with etcdctl member remove %s; if that machine still runs, give this node another address", j.DeadAfter, hexID(me.ID))}
+	}
+	j.Logf("etcd %s votes with this node's peer URL while this node's data directory is empty: the member of the machine this node replaces; checking that it is dead (its peer URL silent for %s)", st, j.DeadAfter)
+	if !SilentFor(ctx, j.Clock, j.Peer, j.PeerURL, j.DeadAfter, j.Interval*5) {
+		return nil, &operr.Error{Code: operr.Busy,
+			What: fmt.Sprintf("etcd %s votes with this node's peer URL and something answers at %s: not removed", st, j.PeerURL),
+			Hint: "another machine (or a process on this one) serves this peer URL: stop it if it is the former machine, or give this node another address; then run the same command again"}
+	}
+	st.Probed, st.Silent = true, true
+	voters, healthy, detail := 1, 0, []string{}
+	for _, m := range members {
+		if m.IsLearner || m.ID == me.ID {
+			continue
+		}
+		voters++
+		name := m.Name
+		if name == "" {
+			name = hexID(m.ID)
+		}
+		if len(m.ClientURLs) == 0 {
+			detail = append(detail, name+": not started")
+			continue
+		}
+		if j.Status == nil {
+			healthy++ // nothing to ask with: etcd refuses the removal without quorum
+			continue
+		}
+		if h := Probe(ctx, j.Status, m.ClientURLs[0]); h.OK() {
+			healthy++
+		} else {
+			detail = append(detail, name+": "+h.String())
+		}
+	}
+	if healthy < voters/2+1 {
+		return nil, &operr.Error{Code: operr.Other, Retryable: true,
+			What: fmt.Sprintf("etcd %s is dead, but only %d of the %d voters answer (%s): removing it needs a majority of them", st, healthy, voters, strings.Join(detail, ", ")),
+			Hint: "bring the other control planes' etcd back first, then run the same command again"}
+	}
+	rctx, cancel := context.WithTimeout(ctx, 4*j.CallTimeout)
+	err := RemoveMember(rctx, j.Cluster, me.ID, j.Clock)
+	cancel()
+	if err != nil {
+		return nil, etcdError(err, "remove the former etcd member "+hexID(me.ID))
+	}
+	j.Logf("removed etcd %s: its peer URL stayed silent for %s and %d of the other %d voters answer; this node joins as a new member", st, j.DeadAfter, healthy, voters-1)
+	return &st, nil
+}
+
+// clearLearners looks at every other learner before this join adds its own (etcd allows one
+// learner at a time). A learner that has started and answers is another join in progress:
+// the join waits for it as before. A learner that never started, or whose peer URL is silent,
+// was left by a join that did not finish: without RemoveDeadLearners the join is refused at
+// once, naming it; with it, each is removed once proven dead (silent for DeadAfter). A
+// learner holds no vote, so its removal never touches quorum. Voters are never removed here.
+func (j *Join) clearLearners(ctx context.Context, members []*etcdserverpb.Member) ([]MemberState, error) {
+	var others []*etcdserverpb.Member
+	for _, m := range members {
+		if find([]*etcdserverpb.Member{m}, j.PeerURL) == nil {
+			others = append(others, m)
+		}
+	}
+	states := Classify(ctx, others, j.Peer)
+	j.Logf("etcd members before this join: %s", Describe(states))
+	var stale []MemberState
+	for _, m := range states {
+		if m.Stale() {
+			stale = append(stale, m)
+		}
+	}
+	if len(stale) == 0 {
+		return nil, nil
+	}
+	if !j.RemoveDeadLearners {
+		return nil, &operr.Error{Code: operr.Busy,
+			What: fmt.Sprintf("etcd allows one learner at a time, and %s blocks this join: left by a join that did not finish", Describe(stale)),
+			Hint: fmt.Sprintf("if no join is running for it, run the same command with --remove-dead-etcd-learners (kjoin removes a learner only once its peer URL has stayed silent for %s), or remove it on a control plane with etcdctl member remove %s", j.DeadAfter, hexID(stale[0].ID))}
+	}
+	var removed []MemberState
+	for _, m := range stale {
+		if !SilentFor(ctx, j.Clock, j.Peer, m.PeerURL, j.DeadAfter, j.Interval*5) {
+			return removed, &operr.Error{Code: operr.Busy, Retryable: true,
+				What: fmt.Sprintf("etcd %s answers at its peer URL: not removed (a join in progress?)", m),
+				Hint: "wait for that join to finish, then run the same command again"}
+		}
+		rctx, cancel := context.WithTimeout(ctx, 4*j.CallTimeout)
+		err := RemoveMember(rctx, j.Cluster, m.ID, j.Clock)
+		cancel()
+		if err != nil {
+			return removed, etcdError(err, "remove the dead learner "+hexID(m.ID))
+		}
+		m.Probed, m.Silent = true, true
+		removed = append(removed, m)
+		j.Logf("removed dead etcd %s: its peer URL stayed silent for %s", m, j.DeadAfter)
+	}
+	return removed, nil
+}
+
+// deadAfterDefault is the default proof window for a dead member.
+const deadAfterDefault = 5 * time.Second

@@ -1,0 +1,147 @@
+package phases
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+
+	"kjoin.dev/kjoin/kubelet"
+)
+
+// formerW1 is the Node a machine named w1 left behind before it was reinstalled: NotReady
+// for two hours, with an operator's label, taint and annotation beside the system's own.
+func formerW1() (*corev1.Node, *coordinationv1.Lease) {
+	old := metav1.NewTime(time.Now().Add(-2 * time.Hour))
+	renew := metav1.NewMicroTime(old.Time)
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "w1", UID: "uid-of-the-former-w1", CreationTimestamp: metav1.NewTime(time.Now().Add(-48 * time.Hour)),
+			Labels:      map[string]string{"kubernetes.io/hostname": "w1", "kubernetes.io/os": "linux", "team": "blue", kubelet.JoinedByLabel: "kjoin"},
+			Annotations: map[string]string{"node.alpha.kubernetes.io/ttl": "0", "example.com/owner": "alice"}},
+		Spec: corev1.NodeSpec{Unschedulable: true, Taints: []corev1.Taint{
+			{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule},
+			{Key: "node.kubernetes.io/unreachable", Effect: corev1.TaintEffectNoExecute}}},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, Reason: "NodeStatusUnknown", LastTransitionTime: old}}},
+	}
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "w1", Namespace: "kube-node-lease"}, Spec: coordinationv1.LeaseSpec{RenewTime: &renew}}
+	return n, l
+}
+
+func deletes(h *testHost) []string {
+	var out []string
+	for _, a := range h.client.Actions() {
+		if d, ok := a.(k8stesting.DeleteAction); ok && (d.GetResource().Resource == "nodes" || d.GetResource().Resource == "leases") {
+			s := d.GetResource().Resource + "/" + d.GetName()
+			if p := d.GetDeleteOptions().Preconditions; p != nil && p.UID != nil {
+				s += " uid=" + string(*p.UID)
+			}
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func TestReinstalledWorkerIsToldWhatItInherits(t *testing.T) {
+	t.Parallel()
+	n, l := formerW1()
+	h := newTestHost(t, n, l)
+	s := &State{Opts: h.options(t)}
+	if _, err := Run(context.Background(), h.env, s, Join, RunOptions{}); err != nil {
+		t.Fatalf("%v\n%s", err, h.out)
+	}
+	warn := strings.Join(s.Warnings, "\n")
+	for _, want := range []string{`a Node named "w1" exists (uid uid-of-the-former-w1`, "NotReady (Ready=Unknown) since", "(NodeStatusUnknown)",
+		"its Lease was last renewed", "2h0m0s ago", "labels team=blue", "taints dedicated=gpu:NoSchedule", "annotations example.com/owner", "a cordon", "--replace"} {
+		if !strings.Contains(warn, want) {
+			t.Errorf("warning lacks %q:\n%s", want, warn)
+		}
+	}
+	for _, system := range []string{"kubernetes.io/hostname", "node.kubernetes.io/unreachable", "node.alpha.kubernetes.io/ttl", kubelet.JoinedByLabel} {
+		if strings.Contains(warn, system) {
+			t.Errorf("warning counts %s, which the kubelet, the cluster or kjoin sets, as inherited:\n%s", system, warn)
+		}
+	}
+	if d := deletes(h); len(d) != 0 || len(s.Repairs) != 0 {
+		t.Errorf("without --replace the join deleted %v (repairs %+v)", d, s.Repairs)
+	}
+	got, _ := h.client.CoreV1().Nodes().Get(context.Background(), "w1", metav1.GetOptions{})
+	if got.UID != "uid-of-the-former-w1" || got.Labels["team"] != "blue" {
+		t.Errorf("the Node was not taken over as kubeadm does: %+v", got.ObjectMeta)
+	}
+}
+
+func TestReplaceDeletesTheFormerNodeBeforeTheKubeletStarts(t *testing.T) {
+	t.Parallel()
+	n, l := formerW1()
+	h := newTestHost(t, n, l)
+	s := &State{Opts: h.options(t)}
+	s.Opts.Replace = true
+	var order []string
+	h.client.PrependReactor("delete", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		order = append(order, "delete node")
+		return false, nil, nil
+	})
+	h.client.PrependReactor("create", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		order = append(order, "kubelet registers")
+		return false, nil, nil
+	})
+	if _, err := Run(context.Background(), h.env, s, Join, RunOptions{}); err != nil {
+		t.Fatalf("%v\n%s", err, h.out)
+	}
+	if d := strings.Join(deletes(h), ", "); d != "leases/w1, nodes/w1 uid=uid-of-the-former-w1" {
+		t.Errorf("deleted %q, want the Lease and then that very Node (UID precondition)", d)
+	}
+	if strings.Join(order, ", ") != "delete node, kubelet registers" {
+		t.Errorf("order %v: the Node must be gone before the kubelet registers", order)
+	}
+	got, err := h.client.CoreV1().Nodes().Get(context.Background(), "w1", metav1.GetOptions{})
+	if err != nil || got.Labels["team"] != "" || got.Spec.Unschedulable {
+		t.Errorf("the new registration inherited from the former Node: %+v %v", got, err)
+	}
+	if len(s.Repairs) != 1 || s.Repairs[0].Kind != "node" || s.Repairs[0].ID != "uid-of-the-former-w1" || s.Repairs[0].Action != "deleted" ||
+		!strings.Contains(s.Repairs[0].Detail, "not inherited: labels team=blue") {
+		t.Errorf("repairs %+v", s.Repairs)
+	}
+}
+
+func TestReplaceDryRunDeletesNothing(t *testing.T) {
+	t.Parallel()
+	n, l := formerW1()
+	h := newTestHost(t, n, l)
+	s := &State{Opts: h.options(t)}
+	s.Opts.Replace, s.Opts.DryRun = true, true
+	if _, err := Run(context.Background(), h.env, s, Join, RunOptions{}); err != nil {
+		t.Fatalf("%v\n%s", err, h.out)
+	}
+	if d := deletes(h); len(d) != 0 {
+		t.Errorf("a dry run deleted %v", d)
+	}
+	if len(s.Repairs) != 1 || s.Repairs[0].Action != "would delete" || s.Repairs[0].ID != "uid-of-the-former-w1" {
+		t.Errorf("repairs %+v", s.Repairs)
+	}
+	if !strings.Contains(strings.Join(s.PlannedAPI, "\n"), "delete the Lease kube-node-lease/w1 and the Node w1 (uid uid-of-the-former-w1)") {
+		t.Errorf("planned %v", s.PlannedAPI)
+	}
+}
+
+func TestReplaceStillRefusesAReadyNode(t *testing.T) {
+	t.Parallel()
+	n, l := formerW1()
+	n.Status.Conditions[0].Status = corev1.ConditionTrue
+	h := newTestHost(t, n, l)
+	s := &State{Opts: h.options(t)}
+	s.Opts.Replace = true
+	_, err := Run(context.Background(), h.env, s, Join, RunOptions{})
+	if err == nil || !strings.Contains(err.Error(), "already registered and Ready") {
+		t.Fatalf("err %v: a Ready Node must be refused whatever the flag", err)
+	}
+	if d := deletes(h); len(d) != 0 {
+		t.Errorf("deleted %v", d)
+	}
+}
