@@ -89,6 +89,7 @@ func Run(ctx context.Context, d Deps) *Report {
 	g.nodeChecks(ctx, apiOK)
 	g.runtimeChecks(ctx)
 	g.resourceChecks()
+	g.etcdChecks(ctx)
 	g.listSkipped()
 	g.r.Verdict = g.verdict()
 	return g.r

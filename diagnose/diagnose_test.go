@@ -421,3 +421,24 @@ func checkOf(t *testing.T, r *Report, id string) Check {
 	t.Fatalf("no check %s in %+v", id, r.Checks)
 	return Check{}
 }
+
+func TestExpiredOrExpiringCertificateNamesTheRenewal(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		from, to  time.Time
+		status    verify.Status
+		summaryOf string
+	}{
+		{"expired", time.Now().Add(-48 * time.Hour), time.Now().Add(-time.Hour), verify.Fail, "cannot rotate"},
+		{"expiring unrotated", time.Now().Add(-47 * time.Hour), time.Now().Add(time.Hour), verify.Warn, "expires in 1h0m0s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newNode(t)
+			n.issueCert(t, tc.from, tc.to)
+			c := checkOf(t, verdictOf(t, n), "cert.validity")
+			if c.Status != tc.status || !strings.Contains(c.Summary, tc.summaryOf) || !strings.Contains(c.Evidence, "kjoin token create") || !strings.Contains(c.Evidence, "kjoin join") {
+				t.Errorf("cert.validity = %+v", c)
+			}
+		})
+	}
+}

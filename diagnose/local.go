@@ -139,6 +139,9 @@ func (g *diagnosis) kubeletChecks(ctx context.Context) {
 	g.warn("kubelet.log", "the kubelet logged errors", strings.Join(errs, "\n"))
 }
 
+// renewRemedy is how a node gets a new client certificate once the kubelet cannot rotate it.
+const renewRemedy = "renew it in place with a fresh token: kjoin token create on a control plane, then kjoin join with the node's usual flags here (it keeps every other file and the Node, and restarts the kubelet)"
+
 // certChecks: the kubelet's client certificate.
 func (g *diagnosis) certChecks() {
 	now := g.e.Clock.Now()
@@ -152,7 +155,9 @@ func (g *diagnosis) certChecks() {
 	used := now.Sub(c.NotBefore)
 	switch {
 	case now.After(c.NotAfter):
-		g.fail("cert.validity", "the kubelet client certificate has expired", window)
+		g.fail("cert.validity", "the kubelet client certificate has expired: the kubelet cannot rotate an expired certificate", window+"; "+renewRemedy)
+	case c.NotAfter.Sub(now) < 24*time.Hour && life > 0 && used > life*3/4:
+		g.warn("cert.validity", fmt.Sprintf("the kubelet client certificate expires in %s and rotation has not renewed it", c.NotAfter.Sub(now).Round(time.Minute)), window+"; if it expires, "+renewRemedy)
 	case now.Before(c.NotBefore):
 		g.fail("cert.validity", "the kubelet client certificate is not valid yet (this node's clock is behind?)", window)
 	case g.caPool != nil && !verifiesClient(c, g.caPool, now):

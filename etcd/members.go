@@ -138,5 +138,22 @@ func Describe(ms []MemberState) string {
 	return strings.Join(parts, "; ")
 }
 
+// LeftBehind are the members a cluster should not have: learners left by joins that did not
+// finish, and members (voters included) whose peer URL is silent.
+func LeftBehind(states []MemberState) []MemberState {
+	var out []MemberState
+	for _, m := range states {
+		if m.Stale() || (m.Probed && m.Silent) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// LeftBehindRemedy is what an operator does about members LeftBehind lists (verify, diagnose).
+const LeftBehindRemedy = "a learner left by a failed join: the next kjoin join --control-plane removes it with --remove-dead-etcd-learners (or etcdctl member remove <id>); " +
+	"a voter whose machine is gone: join that machine again with kjoin join --control-plane (it replaces its own former member once that is proven dead), " +
+	"or remove it with etcdctl member remove <id> while the other voters keep quorum; a joining control plane never removes another's voter"
+
 // hexID is a member ID as etcdctl prints it.
 func hexID(id uint64) string { return strconv.FormatUint(id, 16) }

@@ -2,6 +2,8 @@ package phases
 
 import (
 	"context"
+	"crypto/x509"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/kubelet"
+	"kjoin.dev/kjoin/pki"
 )
 
 // formerW1 is the Node a machine named w1 left behind before it was reinstalled: NotReady
@@ -143,5 +147,76 @@ func TestReplaceStillRefusesAReadyNode(t *testing.T) {
 	}
 	if d := deletes(h); len(d) != 0 {
 		t.Errorf("deleted %v", d)
+	}
+}
+
+// expireClientCert replaces the kubelet's current client certificate with one of the same
+// node and key that expired an hour ago (signed by the cluster CA), as after a long power-off.
+func expireClientCert(t *testing.T, h *testHost, node string) *x509.Certificate {
+	t.Helper()
+	target, err := os.Readlink(h.env.Paths.Of(host.KubeletClientCurrent))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(h.env.Paths.Of(target))
+	key, err := pki.ParseKey(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	c, err := pki.NewSignedCert(pki.CertConfig{CommonName: "system:node:" + node, Organization: []string{"system:nodes"},
+		Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, NotBefore: now.Add(-48 * time.Hour), NotAfter: now.Add(-time.Hour)}, key.Public(), h.server.CA, h.server.CAKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM, _ := pki.EncodeKey(key)
+	if err := os.WriteFile(h.env.Paths.Of(target), append(pki.EncodeCert(c), keyPEM...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestExpiredClientCertificateIsRenewedInPlace(t *testing.T) {
+	t.Parallel()
+	h := newTestHost(t)
+	s := &State{Opts: h.options(t)}
+	if _, err := Run(context.Background(), h.env, s, Join, RunOptions{}); err != nil {
+		t.Fatalf("%v\n%s", err, h.out)
+	}
+	old := expireClientCert(t, h, "w1")
+	flags, _ := os.ReadFile(h.env.Paths.Of(host.KubeletFlagsPath))
+	h.runner.calls = nil
+
+	dry := &State{Opts: h.options(t)}
+	dry.Opts.DryRun = true
+	if _, err := Run(context.Background(), h.env, dry, Join, RunOptions{}); err != nil {
+		t.Fatalf("dry run: %v\n%s", err, h.out)
+	}
+	if len(dry.Repairs) != 1 || dry.Repairs[0].Action != "would renew" || dry.Repairs[0].ID != "serial "+old.SerialNumber.Text(16) {
+		t.Errorf("dry run repairs %+v", dry.Repairs)
+	}
+
+	again := &State{Opts: h.options(t)}
+	if _, err := Run(context.Background(), h.env, again, Join, RunOptions{}); err != nil {
+		t.Fatalf("%v\n%s", err, h.out)
+	}
+	if len(again.Repairs) != 1 || again.Repairs[0].Kind != "client-certificate" || again.Repairs[0].Action != "renewed" ||
+		again.Repairs[0].ID != "serial "+old.SerialNumber.Text(16) || !strings.Contains(again.Repairs[0].Detail, "expired") {
+		t.Fatalf("repairs %+v", again.Repairs)
+	}
+	target, _ := os.Readlink(h.env.Paths.Of(host.KubeletClientCurrent))
+	b, _ := os.ReadFile(h.env.Paths.Of(target))
+	renewed, err := pki.ParseCert(b)
+	if err != nil || renewed.SerialNumber.Cmp(old.SerialNumber) == 0 || !renewed.NotAfter.After(time.Now()) || renewed.Subject.CommonName != "system:node:w1" {
+		t.Errorf("current certificate after the renewal: %v %v", renewed, err)
+	}
+	if now, _ := os.ReadFile(h.env.Paths.Of(host.KubeletFlagsPath)); string(now) != string(flags) {
+		t.Errorf("kubeadm-flags.env changed by a renewal:\n%s\nwas\n%s", now, flags)
+	}
+	if !strings.Contains(strings.Join(h.runner.calls, "\n"), "systemctl restart kubelet") {
+		t.Errorf("the kubelet was not restarted with its new certificate: %v", h.runner.calls)
+	}
+	if again.StaleNode != nil || len(deletes(h)) != 0 {
+		t.Errorf("a renewal touched the Node: stale %v deletes %v", again.StaleNode, deletes(h))
 	}
 }

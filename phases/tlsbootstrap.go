@@ -37,14 +37,30 @@ func runTLSBootstrap(ctx context.Context, e *host.Env, s *State) error {
 		// As kubeadm: a control plane's kubelet talks to its own API server.
 		server = "https://" + host.JoinHostPort(s.Opts.AdvertiseAddress, s.Opts.BindPort)
 	}
+	var renewing *Repair
 	if s.Own {
 		if p, ok := validIdentity(e, s); ok {
 			s.ClientCertPath = p
 			e.Logf("tls-bootstrap", "the kubelet already holds a valid client certificate for system:node:%s (%s)", name, p)
 			return writeKubeletKubeconfig(e, s, server)
 		}
+		renewing = staleIdentity(e, s)
 	} else if err := refuseReadyNode(ctx, e, s, name); err != nil {
 		return err
+	}
+	if renewing != nil {
+		if s.Opts.DryRun {
+			renewing.Action = "would renew"
+			s.Repairs = append(s.Repairs, *renewing)
+		} else {
+			e.Logf("tls-bootstrap", "renewing the kubelet client certificate in place: %s", renewing.Detail)
+			defer func() {
+				if s.ClientCertPath != "" {
+					renewing.Detail += "; new certificate " + s.ClientCertPath
+					s.Repairs = append(s.Repairs, *renewing)
+				}
+			}()
+		}
 	}
 	if s.Opts.DryRun {
 		s.PlannedAPI = append(s.PlannedAPI, fmt.Sprintf("create CertificateSigningRequest (signer %s, CN system:node:%s) and wait for it to be issued", "kubernetes.io/kube-apiserver-client-kubelet", name))
@@ -201,6 +217,36 @@ func validIdentity(e *host.Env, s *State) (string, bool) {
 		return "", false
 	}
 	return target, true
+}
+
+// staleIdentity describes the kubelet client certificate a joined node holds when it is no
+// longer usable (expired, about to, or not this node's): the kubelet cannot rotate an expired
+// certificate, so the join renews it in place with the bootstrap token (nil: no certificate).
+func staleIdentity(e *host.Env, s *State) *Repair {
+	target, err := os.Readlink(e.Paths.Of(host.KubeletClientCurrent))
+	if err != nil {
+		return nil
+	}
+	b, err := e.ReadFile(target)
+	if err != nil {
+		return nil
+	}
+	cert, err := pki.ParseCert(b)
+	if err != nil {
+		return &Repair{Kind: "client-certificate", Name: "system:node:" + s.Opts.NodeName, Action: "renewed", Detail: target + " is unreadable: " + err.Error()}
+	}
+	now := e.Clock.Now()
+	why := "not this node's or not issued by the cluster CA"
+	switch {
+	case now.After(cert.NotAfter):
+		why = fmt.Sprintf("expired %s (%s ago): the kubelet cannot rotate an expired certificate", cert.NotAfter.UTC().Format(time.RFC3339), now.Sub(cert.NotAfter).Round(time.Second))
+	case cert.NotAfter.Before(now.Add(time.Hour)):
+		why = fmt.Sprintf("expires %s, within the hour", cert.NotAfter.UTC().Format(time.RFC3339))
+	case cert.Subject.CommonName != "system:node:"+s.Opts.NodeName:
+		why = fmt.Sprintf("issued to %q, not system:node:%s", cert.Subject.CommonName, s.Opts.NodeName)
+	}
+	return &Repair{Kind: "client-certificate", Name: cert.Subject.CommonName, ID: "serial " + cert.SerialNumber.Text(16), Action: "renewed",
+		Detail: target + " " + why}
 }
 
 // refuseReadyNode applies kubeadm's rule: never take over the name of a Ready Node.

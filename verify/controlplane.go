@@ -63,6 +63,7 @@ func (v *verifier) etcdClusterChecks(ctx context.Context, members []member, cont
 		count.Status = Fail
 	}
 	v.add(count)
+	v.leftBehindCheck(ctx, members)
 	var sick []string
 	for _, m := range members {
 		if m.ClientURL == "" {
@@ -81,6 +82,24 @@ func (v *verifier) etcdClusterChecks(ctx context.Context, members []member, cont
 		return
 	}
 	v.add(Check{ID: "etcd.health", Status: Pass, Summary: fmt.Sprintf("all %d etcd members healthy", len(members))})
+}
+
+// leftBehindCheck names learners left by joins that did not finish and members whose peer
+// URL is silent, with the remedy (etcd.stale).
+func (v *verifier) leftBehindCheck(ctx context.Context, members []member) {
+	var states []etcd.MemberState
+	for _, m := range members {
+		st := etcd.MemberState{ID: m.ID, Name: m.Name, PeerURL: m.PeerURL, Learner: m.Learner, Started: m.Name != ""}
+		if v.o.EtcdPeer != nil && m.PeerURL != "" {
+			st.Probed, st.Silent = true, !v.o.EtcdPeer(ctx, m.PeerURL)
+		}
+		states = append(states, st)
+	}
+	if left := etcd.LeftBehind(states); len(left) > 0 {
+		v.add(Check{ID: "etcd.stale", Status: Fail, Summary: fmt.Sprintf("%d etcd member(s) left behind: %s", len(left), etcd.Describe(left)), Evidence: etcd.LeftBehindRemedy})
+		return
+	}
+	v.add(Check{ID: "etcd.stale", Status: Pass, Summary: "no learner left by a failed join, no member with a silent peer URL"})
 }
 
 // etcdMembers connects to etcd and lists the members, once per run; the connection stays

@@ -64,6 +64,9 @@ type Options struct {
 	Nodes []string
 	// Etcd connects to the cluster's etcd (nil: etcd checks are reported as warnings).
 	Etcd func(endpoints []string) (etcd.Conn, error)
+	// EtcdPeer asks whether a member's peer URL answers (nil: not asked; only learners that
+	// never started are then reported as left behind).
+	EtcdPeer etcd.PeerProbe
 	// HTTP probes an API server's /livez, TLS verified by the cluster CA (CA).
 	HTTP func(roots *x509.CertPool) *http.Client
 	CA   *x509.CertPool

@@ -185,6 +185,14 @@ func TestFaultsAreNamed(t *testing.T) {
 		{name: "member count", node: "", id: "etcd.count", want: "2 etcd members for 1", setup: func(o *Options, e *etcdtest.Cluster) {
 			e.Members = append(e.Members, &etcdserverpb.Member{ID: 2, Name: "cpX", ClientURLs: []string{"https://10.0.0.19:2379"}})
 		}},
+		{name: "learner left by a failed join", node: "", id: "etcd.stale", want: "member 77 (no name, https://10.0.0.99:2380, learner never started)", setup: func(o *Options, e *etcdtest.Cluster) {
+			e.Members = append(e.Members, &etcdserverpb.Member{ID: 0x77, PeerURLs: []string{"https://10.0.0.99:2380"}, IsLearner: true})
+			e.Started = func() bool { return false } // the fake names unstarted members once "started"
+		}},
+		{name: "voter whose peer URL is silent", node: "", id: "etcd.stale", want: "member 2 (cpX, https://10.0.0.19:2380, voter started, peer URL silent)", setup: func(o *Options, e *etcdtest.Cluster) {
+			e.Members = append(e.Members, &etcdserverpb.Member{ID: 2, Name: "cpX", PeerURLs: []string{"https://10.0.0.19:2380"}, ClientURLs: []string{"https://10.0.0.19:2379"}})
+			o.EtcdPeer = func(_ context.Context, u string) bool { return u != "https://10.0.0.19:2380" }
+		}},
 		{name: "apiserver pod not ready", node: "cp1", id: "pod.kube-apiserver", want: "not running", setup: func(o *Options, e *etcdtest.Cluster) {
 			p, _ := o.Client.CoreV1().Pods("kube-system").Get(context.Background(), "kube-apiserver-cp1", metav1.GetOptions{})
 			p.Status.Phase = corev1.PodPending
@@ -199,7 +207,7 @@ func TestFaultsAreNamed(t *testing.T) {
 			}
 			if tc.node != "" {
 				o.Nodes = []string{tc.node}
-				if tc.id == "etcd.health" || tc.id == "etcd.count" {
+				if tc.id == "etcd.health" || tc.id == "etcd.count" || tc.id == "etcd.stale" {
 					o.Nodes = nil
 				}
 			}
