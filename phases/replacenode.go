@@ -16,16 +16,20 @@ import (
 	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/kubelet"
 	"kjoin.dev/kjoin/operr"
+	"kjoin.dev/kjoin/tlsbootstrap"
 )
 
 // ReplaceNode handles a Node of this name left by an earlier machine (a reinstall): before
 // the kubelet starts it says since when that Node is NotReady, when its Lease was last
 // renewed and what the new kubelet would inherit from it (labels, taints, annotations that
 // neither kubeadm nor kjoin sets, a cordon). With --replace it deletes the Lease and the Node
-// (that very Node: a UID precondition) with the node's own new credentials, so the kubelet
-// registers afresh with only what this join sets. A Ready Node was refused by tls-bootstrap.
+// (that very Node: a UID precondition), so the kubelet registers afresh with only what this
+// join sets: the Lease with the node's own new credentials, the Node with them too on a
+// worker (which needs tlsbootstrap.ReplaceSelf: the Node authorizer never lets a node delete
+// its Node by itself) and with the admin credentials on a control plane. A Ready Node was
+// refused by tls-bootstrap.
 //
-//	Reads:  s.StaleNode (tls-bootstrap), s.Opts (NodeName, Replace, DryRun, ControlPlane, Taints, KubeletExtraArgs), s.Discovery, s.BootstrapClient
+//	Reads:  s.StaleNode (tls-bootstrap), s.AdminClient (control planes), s.Opts (NodeName, Replace, DryRun, ControlPlane, Taints, KubeletExtraArgs), s.Discovery, s.BootstrapClient
 //	Writes: s.NodeClient, s.Repairs, s.Warnings; deletes the Node and its Lease (--replace)
 var ReplaceNode = Phase{
 	Name: "replace-node", Short: "Report (and with --replace delete) a NotReady Node of this name",
@@ -96,7 +100,15 @@ func runReplaceNode(ctx context.Context, e *host.Env, s *State) error {
 		return operr.Wrap(operr.Auth, err, fmt.Sprintf("could not delete the Lease kube-node-lease/%s of the earlier Node", name), "delete it on a control plane (kubectl -n kube-node-lease delete lease "+name+"), then run the same command again")
 	}
 	uid := node.UID
-	err := client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	deleter, with := client, "this node's new credentials"
+	if s.AdminClient != nil {
+		deleter, with = s.AdminClient, "the control plane's admin credentials"
+	}
+	err := deleter.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	if apierrors.IsForbidden(err) {
+		return operr.Wrap(operr.Auth, err, fmt.Sprintf("could not delete the earlier Node %q (uid %s) with %s: a node may not delete its own Node unless the cluster allows it", name, uid, with),
+			fmt.Sprintf("allow it once on a control plane (kjoin token create --allow-node-replace binds ClusterRole %s to system:nodes; NodeRestriction limits each node to its own Node), or delete the Node there (kubectl delete node %s); then run the same command again", tlsbootstrap.ReplaceSelf, name))
+	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		return operr.Wrap(operr.Auth, err, fmt.Sprintf("could not delete the earlier Node %q (uid %s)", name, uid), "delete it on a control plane (kubectl delete node "+name+"), then run the same command again")
 	}

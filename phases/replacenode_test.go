@@ -2,6 +2,7 @@ package phases
 
 import (
 	"context"
+	"errors"
 	"crypto/x509"
 	"os"
 	"strings"
@@ -10,12 +11,15 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
 	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/kubelet"
+	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/pki"
 )
 
@@ -218,5 +222,24 @@ func TestExpiredClientCertificateIsRenewedInPlace(t *testing.T) {
 	}
 	if again.StaleNode != nil || len(deletes(h)) != 0 {
 		t.Errorf("a renewal touched the Node: stale %v deletes %v", again.StaleNode, deletes(h))
+	}
+}
+
+func TestReplaceWithoutThePermissionNamesIt(t *testing.T) {
+	t.Parallel()
+	n, l := formerW1()
+	h := newTestHost(t, n, l)
+	h.client.PrependReactor("delete", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "w1", errors.New(`User "system:node:w1" cannot delete resource "nodes"`))
+	})
+	s := &State{Opts: h.options(t)}
+	s.Opts.Replace = true
+	_, err := Run(context.Background(), h.env, s, Join, RunOptions{})
+	if operr.CodeOf(err) != operr.Auth || !strings.Contains(err.Error(), "uid-of-the-former-w1") || !strings.Contains(operr.HintOf(err), "kjoin token create --allow-node-replace") ||
+		!strings.Contains(operr.HintOf(err), "kubectl delete node w1") {
+		t.Fatalf("err %v (hint %q)", err, operr.HintOf(err))
+	}
+	if strings.Contains(strings.Join(h.runner.calls, "\n"), "restart kubelet") {
+		t.Error("the kubelet started although the former Node could not be removed")
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/output"
 	"kjoin.dev/kjoin/pki"
+	"kjoin.dev/kjoin/tlsbootstrap"
 	"kjoin.dev/kjoin/token"
 )
 
@@ -35,6 +36,8 @@ type TokenCreateOptions struct {
 	PrintJoinCommand bool
 	ControlPlane     bool
 	Format           string
+	// AllowNodeReplace lets nodes delete their own Node (kjoin join --replace).
+	AllowNodeReplace bool
 }
 
 // NewCmdToken builds kjoin token.
@@ -82,6 +85,7 @@ func newCmdTokenCreate(deps *Deps, g *Globals) *cobra.Command {
 	f.BoolVar(&o.PrintJoinCommand, "print-join-command", false, "print the full join command")
 	f.BoolVar(&o.ControlPlane, "control-plane", false, "also upload the control-plane certificates with a fresh key and print the control-plane join command")
 	f.StringVar(&o.Format, "format", "kjoin", "join command for: kjoin or kubeadm")
+	f.BoolVar(&o.AllowNodeReplace, "allow-node-replace", false, "also let every node delete its own Node object (ClusterRoleBinding "+tlsbootstrap.ReplaceSelf+"; NodeRestriction limits it to its own), so kjoin join --replace works on reinstalled workers")
 	return cmd
 }
 
@@ -150,6 +154,15 @@ func runTokenCreate(ctx context.Context, deps *Deps, o *TokenCreateOptions) erro
 	}
 	for _, w := range missingBootstrapRBAC(ctx, ac.client) {
 		warn("%s", w)
+	}
+	if o.AllowNodeReplace {
+		created, err := tlsbootstrap.EnsureReplaceSelf(ctx, ac.client)
+		if err != nil {
+			return apiError(err, "create", "clusterroles and clusterrolebindings")
+		}
+		if created {
+			fmt.Fprintf(deps.Err, "Created ClusterRole and ClusterRoleBinding %s: a node may now delete its own Node object (kjoin join --replace); kubectl delete clusterrolebinding %s takes it back.\n", tlsbootstrap.ReplaceSelf, tlsbootstrap.ReplaceSelf)
+		}
 	}
 	if ji == nil {
 		if !o.g.Output.Text() {
