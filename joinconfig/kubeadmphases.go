@@ -19,7 +19,7 @@ var kubeadmPhases = map[string]kubeadmPhase{
 	"control-plane-prepare/kubeconfig":      {refuse: "kjoin's control-plane-prepare writes the kubeconfigs with the rest of the control-plane files; skip control-plane-prepare as a whole"},
 	"control-plane-prepare/control-plane":   {kjoin: []string{"control-plane-start"}, note: "kjoin writes the API server, controller-manager and scheduler manifests in control-plane-start"},
 	"check-etcd":                            {note: "kjoin has no separate check-etcd phase: etcd-join checks etcd's health itself; nothing skipped"},
-	"kubelet-start":                         {kjoin: []string{"tls-bootstrap", "kubelet-config", "kubelet-start"}, note: "kubeadm's kubelet-start bootstraps the kubelet's credentials, writes its configuration and starts it: kjoin's tls-bootstrap, kubelet-config and kubelet-start"},
+	"kubelet-start":                         {kjoin: []string{"tls-bootstrap", "replace-node", "kubelet-config", "kubelet-start"}, note: "kubeadm's kubelet-start bootstraps the kubelet's credentials, writes its configuration and starts it: kjoin's tls-bootstrap, replace-node, kubelet-config and kubelet-start"},
 	"kubelet-wait-bootstrap":                {note: "kjoin has no kubelet-wait-bootstrap phase: it obtains the kubelet's certificate itself in tls-bootstrap; nothing skipped"},
 	"control-plane-join":                    {kjoin: []string{"etcd-join", "control-plane-start", "mark-control-plane"}},
 	"control-plane-join/all":                {kjoin: []string{"etcd-join", "control-plane-start", "mark-control-plane"}},
