@@ -2,8 +2,8 @@ package phases
 
 import (
 	"context"
-	"errors"
 	"crypto/x509"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -13,8 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
 
 	"kjoin.dev/kjoin/host"
