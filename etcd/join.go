@@ -85,30 +85,7 @@ type Result struct {
 // promotes it, holding the join lock throughout. A learner this run added is removed again
 // if the join fails.
 func (j *Join) Run(ctx context.Context) (res *Result, err error) {
-	if j.Interval == 0 {
-		j.Interval = 200 * time.Millisecond
-	}
-	if j.CallTimeout == 0 {
-		j.CallTimeout = 5 * time.Second
-	}
-	if j.Logf == nil {
-		j.Logf = func(string, ...any) {}
-	}
-	if j.At == nil {
-		j.At = func(string) {}
-	}
-	if j.QuorumGrace == 0 {
-		j.QuorumGrace = 10 * time.Second
-	}
-	if j.StallGrace == 0 {
-		j.StallGrace = 600 * time.Millisecond
-	}
-	if j.Peer == nil {
-		j.Peer = DialPeer
-	}
-	if j.DeadAfter == 0 {
-		j.DeadAfter = deadAfterDefault
-	}
+	j.defaults()
 	res = &Result{}
 	ctx, cancel := context.WithTimeout(ctx, j.Timeout)
 	defer cancel()
@@ -138,7 +115,7 @@ func (j *Join) Run(ctx context.Context) (res *Result, err error) {
 	}
 	me := find(members, j.PeerURL)
 	if me != nil && !me.IsLearner && j.FreshData && me.ID != j.OwnMember {
-		former, err := j.replaceFormer(ctx, me, members)
+		former, err := j.replaceFormer(ctx, me, members, false)
 		if err != nil {
 			return nil, err
 		}
@@ -149,7 +126,7 @@ func (j *Join) Run(ctx context.Context) (res *Result, err error) {
 		me = find(members, j.PeerURL)
 	}
 	if me == nil {
-		removed, err := j.clearLearners(ctx, members)
+		removed, err := j.clearLearners(ctx, members, false)
 		res.RemovedLearners = removed
 		if err != nil {
 			return res, err
@@ -206,6 +183,34 @@ func (j *Join) Run(ctx context.Context) (res *Result, err error) {
 		return res, err
 	}
 	return res, nil
+}
+
+// defaults fills the zero settings.
+func (j *Join) defaults() {
+	if j.Interval == 0 {
+		j.Interval = 200 * time.Millisecond
+	}
+	if j.CallTimeout == 0 {
+		j.CallTimeout = 5 * time.Second
+	}
+	if j.Logf == nil {
+		j.Logf = func(string, ...any) {}
+	}
+	if j.At == nil {
+		j.At = func(string) {}
+	}
+	if j.QuorumGrace == 0 {
+		j.QuorumGrace = 10 * time.Second
+	}
+	if j.StallGrace == 0 {
+		j.StallGrace = 600 * time.Millisecond
+	}
+	if j.Peer == nil {
+		j.Peer = DialPeer
+	}
+	if j.DeadAfter == 0 {
+		j.DeadAfter = deadAfterDefault
+	}
 }
 
 // addLearner adds the learner, retrying what etcd reports as passing: a cluster that has

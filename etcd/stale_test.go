@@ -256,3 +256,25 @@ func TestJournalsMemberIsResumedWithEmptyData(t *testing.T) {
 		t.Fatalf("res %+v err %v removed %v: the member this node's journal records is its own", res, err, f.removed)
 	}
 }
+
+func TestPlanChangesNothing(t *testing.T) {
+	f := threeVoters("cp2")
+	withGhostLearner(f)
+	j, manifests := newJoin(f, &fakeLock{}, new([]string))
+	j.FreshData, j.Peer, j.Status = true, silent("https://10.0.0.2:2380", ghostURL), healthyExcept("https://10.0.0.2:2379")
+	res, err := j.Plan(context.Background())
+	if oe, ok := operr.As(err); !ok || oe.Code != operr.Busy || !strings.Contains(oe.What, "member 77") {
+		t.Fatalf("err %v: without the flag the plan is Run's refusal", err)
+	}
+	if res.Replaced == nil || res.Replaced.ID != 0x22 {
+		t.Errorf("plan %+v: the former voter would be replaced", res)
+	}
+	j.RemoveDeadLearners = true
+	res, err = j.Plan(context.Background())
+	if err != nil || res.Replaced == nil || len(res.RemovedLearners) != 1 || res.RemovedLearners[0].ID != 0x77 {
+		t.Fatalf("plan %+v err %v", res, err)
+	}
+	if len(f.removed) != 0 || f.addCalls != 0 || len(*manifests) != 0 || f.promoteCalled != 0 {
+		t.Errorf("a plan changed etcd: removed %v adds %d manifests %d", f.removed, f.addCalls, len(*manifests))
+	}
+}

@@ -58,11 +58,13 @@ func runControlPlanePrepare(ctx context.Context, e *host.Env, s *State) error {
 	}
 	pkiDir := cfg.CertificatesDir
 	written := 0
+	var shared map[string]certs.File
 	if s.Opts.CertificateKey != "" {
 		files, err := certs.Download(ctx, s.BootstrapClient, s.Opts.CertificateKey, certs.ExternalOf(cfg))
 		if err != nil {
 			return err
 		}
+		shared = files
 		if err := sameCA(files["ca.crt"].Data, s.Discovery.CAData); err != nil {
 			return err
 		}
@@ -79,6 +81,7 @@ func runControlPlanePrepare(ctx context.Context, e *host.Env, s *State) error {
 		e.Logf("control-plane-prepare", "downloaded and decrypted %d shared certificate files from kube-system/%s", written, certs.SecretName)
 	}
 	if s.Opts.DryRun {
+		s.dryRunCAs = sharedCAs(e, pkiDir, shared)
 		s.PlannedAPI = append(s.PlannedAPI, "issue node certificates (apiserver, apiserver-kubelet-client, front-proxy-client, etcd server/peer/healthcheck-client, apiserver-etcd-client)")
 		for _, f := range []string{"admin.conf", "controller-manager.conf", "scheduler.conf"} {
 			s.PlannedWrites = append(s.PlannedWrites, PlannedWrite{Path: path.Join(host.KubernetesDir, f), Mode: 0o600})
@@ -244,8 +247,10 @@ func writeManifest(e *host.Env, s *State, name string, data []byte) error {
 
 // writePatchedManifest writes a static pod manifest as it is.
 func writePatchedManifest(e *host.Env, s *State, name string, data []byte) error {
-	if err := os.MkdirAll(e.Paths.Of(host.ManifestsDir), 0o700); err != nil && !s.Opts.DryRun {
-		return err
+	if !s.Opts.DryRun { // a dry run creates nothing, not even the directory
+		if err := os.MkdirAll(e.Paths.Of(host.ManifestsDir), 0o700); err != nil {
+			return err
+		}
 	}
 	return s.WriteFile(e, path.Join(host.ManifestsDir, name+".yaml"), data, 0o600)
 }
@@ -257,4 +262,23 @@ func loadPatches(s *State) (*patches.Set, error) {
 		return nil, operr.Wrap(operr.Usage, err, "cannot read --patches", "")
 	}
 	return set, nil
+}
+
+// sharedCAs are the cluster CA and the etcd CA a dry run holds in memory only (downloaded, or
+// already on the node), so that etcd-join can look at etcd read-only; nil when either is missing.
+func sharedCAs(e *host.Env, pkiDir string, downloaded map[string]certs.File) map[string]*certs.CA {
+	out := map[string]*certs.CA{}
+	for _, name := range []string{"ca", "etcd/ca"} {
+		crt, key := downloaded[name+".crt"].Data, downloaded[name+".key"].Data
+		if crt == nil || key == nil {
+			crt, _ = e.ReadFile(path.Join(pkiDir, name+".crt"))
+			key, _ = e.ReadFile(path.Join(pkiDir, name+".key"))
+		}
+		ca, err := certs.LoadCA(crt, key)
+		if err != nil {
+			return nil
+		}
+		out[name] = ca
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package phases
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
@@ -13,11 +14,14 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
 
+	"kjoin.dev/kjoin/certs"
 	"kjoin.dev/kjoin/etcd"
 	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/manifests"
 	"kjoin.dev/kjoin/operr"
+	"kjoin.dev/kjoin/pki"
 )
 
 // EtcdJoin adds this node's stacked etcd member: under a lock held in etcd (so control planes
@@ -45,13 +49,17 @@ var EtcdJoin = Phase{
 }
 
 func runEtcdJoin(ctx context.Context, e *host.Env, s *State) error {
-	if s.Cluster == nil || s.AdminClient == nil {
-		return operr.New(operr.Usage, "etcd-join needs the control-plane-prepare phase", "run the whole join, or kjoin join phase control-plane-prepare first")
+	needPrepare := operr.New(operr.Usage, "etcd-join needs the control-plane-prepare phase", "run the whole join, or kjoin join phase control-plane-prepare first")
+	if s.Cluster == nil {
+		return needPrepare
 	}
 	peerURL := "https://" + host.JoinHostPort(s.Opts.AdvertiseAddress, 2380)
 	if s.Opts.DryRun {
 		s.PlannedAPI = append(s.PlannedAPI, "add etcd learner "+peerURL+", write "+path.Join(host.ManifestsDir, "etcd.yaml")+", promote it to voter")
-		return nil
+		return planEtcdRepairs(ctx, e, s, peerURL)
+	}
+	if s.AdminClient == nil {
+		return needPrepare
 	}
 	endpoints, err := etcdEndpoints(ctx, e, s)
 	if err != nil {
@@ -139,7 +147,7 @@ func runEtcdJoin(ctx context.Context, e *host.Env, s *State) error {
 	res, err := j.Run(ctx)
 	waited()
 	if res != nil {
-		recordEtcdRepairs(s, res)
+		recordEtcdRepairs(s, res, "removed")
 	}
 	if err != nil {
 		return err
@@ -163,16 +171,21 @@ func journalMember(s *State) uint64 {
 	return s.Journal.EtcdMemberID
 }
 
-// recordEtcdRepairs reports the former member and the dead learners a join removed.
-func recordEtcdRepairs(s *State, res *etcd.Result) {
+// recordEtcdRepairs reports the former member and the dead learners a join removed (or, in a
+// dry run, would remove: action).
+func recordEtcdRepairs(s *State, res *etcd.Result, action string) {
 	if m := res.Replaced; m != nil {
-		s.MarkChanged()
-		s.Repairs = append(s.Repairs, Repair{Kind: "etcd-member", Name: m.Name, ID: fmt.Sprintf("%x", m.ID), Action: "removed",
+		if !s.Opts.DryRun {
+			s.MarkChanged()
+		}
+		s.Repairs = append(s.Repairs, Repair{Kind: "etcd-member", Name: m.Name, ID: fmt.Sprintf("%x", m.ID), Action: action,
 			Detail: fmt.Sprintf("the voter of the machine this node replaces (%s, %s); this node joined as a new member", m.PeerURL, m.Kind())})
 	}
 	for _, m := range res.RemovedLearners {
-		s.MarkChanged()
-		s.Repairs = append(s.Repairs, Repair{Kind: "etcd-learner", Name: m.Name, ID: fmt.Sprintf("%x", m.ID), Action: "removed",
+		if !s.Opts.DryRun {
+			s.MarkChanged()
+		}
+		s.Repairs = append(s.Repairs, Repair{Kind: "etcd-learner", Name: m.Name, ID: fmt.Sprintf("%x", m.ID), Action: action,
 			Detail: fmt.Sprintf("a learner left by a join that did not finish (%s, %s)", m.PeerURL, m.Kind())})
 	}
 }
@@ -265,4 +278,60 @@ func etcdEndpoints(ctx context.Context, e *host.Env, s *State) ([]string, error)
 
 func etcdTLS(e *host.Env, s *State) (*tls.Config, error) {
 	return host.EtcdClientTLS(e, s.Cluster.CertificatesDir)
+}
+
+// planEtcdRepairs is a dry run's look at etcd (read-only, with an admin identity and an etcd
+// client certificate issued in memory from the downloaded CAs): the former member and the dead
+// learners a real run would remove, as repairs, or the refusal a real run would meet.
+func planEtcdRepairs(ctx context.Context, e *host.Env, s *State, peerURL string) error {
+	cas := s.dryRunCAs
+	if cas == nil || s.Cluster.Etcd.Local == nil {
+		s.PlannedAPI = append(s.PlannedAPI, "etcd's members not looked at: this dry run has no certificate key (or shared CAs on the node)")
+		return nil
+	}
+	node := certs.Node{Name: s.Opts.NodeName, AdvertiseAddress: s.Opts.AdvertiseAddress, BindPort: s.Opts.BindPort}
+	now := e.Clock.Now()
+	kcs, err := certs.Kubeconfigs(s.Cluster, node, cas["ca"], now)
+	if err != nil {
+		return fmt.Errorf("dry run: admin kubeconfig: %w", err)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kcs["admin.conf"])
+	if err != nil {
+		return fmt.Errorf("dry run: admin kubeconfig: %w", err)
+	}
+	if s.AdminClient, err = e.NewClient(cfg); err != nil {
+		return fmt.Errorf("dry run: admin client: %w", err)
+	}
+	key, err := pki.NewECKey()
+	if err != nil {
+		return err
+	}
+	hc, err := pki.NewSignedCert(pki.CertConfig{CommonName: "kube-etcd-healthcheck-client", Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		NotBefore: now.Add(-time.Minute), NotAfter: now.Add(time.Hour)}, key.Public(), cas["etcd/ca"].Cert, cas["etcd/ca"].Key)
+	if err != nil {
+		return fmt.Errorf("dry run: etcd client certificate: %w", err)
+	}
+	pair := tls.Certificate{Certificate: [][]byte{hc.Raw}, PrivateKey: key}
+	endpoints, err := etcdEndpoints(ctx, e, s)
+	if err != nil {
+		return err
+	}
+	cli, err := e.DialEtcd(endpoints, &tls.Config{RootCAs: pki.Pool([]*x509.Certificate{cas["etcd/ca"].Cert}), Certificates: []tls.Certificate{pair}})
+	if err != nil {
+		return operr.Wrap(operr.Other, err, "connect to etcd at "+strings.Join(endpoints, ","), "")
+	}
+	defer cli.Close()
+	dataDir := path.Clean(s.Cluster.Etcd.Local.DataDir)
+	fresh, err := etcdDataDirEmpty(e, dataDir)
+	if err != nil {
+		return fmt.Errorf("read the etcd data directory %s: %w", dataDir, err)
+	}
+	j := &etcd.Join{Cluster: cli, Name: s.Opts.NodeName, PeerURL: peerURL, Clock: e.Clock, Status: cli.Status, Peer: e.EtcdPeer,
+		FreshData: fresh, OwnMember: journalMember(s), Replace: s.Opts.Replace, RemoveDeadLearners: s.Opts.RemoveDeadLearners,
+		Logf: func(f string, a ...any) { e.Debugf("etcd-join", f, a...) }}
+	res, err := j.Plan(ctx)
+	if res != nil {
+		recordEtcdRepairs(s, res, "would remove")
+	}
+	return err
 }

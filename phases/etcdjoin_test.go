@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kjoin.dev/kjoin/host"
@@ -296,4 +297,33 @@ func TestControlPlaneJoinIPv6(t *testing.T) {
 			t.Errorf("etcd.yaml lacks %s:\n%s", flag, manifest)
 		}
 	}
+}
+
+// A control plane's dry run looks at etcd read-only (identities issued in memory from the
+// downloaded CAs) and lists the dead learner a real run would remove; without the flag it
+// meets the real run's refusal. Nothing is written, nothing in etcd changes.
+func TestControlPlaneDryRunPlansEtcdRepairs(t *testing.T) {
+	t.Parallel()
+	c := newCPHost(t)
+	c.etcd.Members = append(c.etcd.Members, &etcdserverpb.Member{ID: 0x77, PeerURLs: []string{"https://10.0.0.99:2380"}, IsLearner: true})
+	c.etcd.Started = func() bool { return false }
+	c.env.EtcdPeer = func(_ context.Context, u string) bool { return u != "https://10.0.0.99:2380" }
+	s := &State{Opts: c.options(t)}
+	s.Opts.DryRun, s.Opts.RemoveDeadLearners = true, true
+	if _, err := Run(context.Background(), c.env, s, Join, RunOptions{}); err != nil {
+		t.Fatalf("%v\n%s", err, c.out)
+	}
+	if len(s.Repairs) != 1 || s.Repairs[0].Kind != "etcd-learner" || s.Repairs[0].ID != "77" || s.Repairs[0].Action != "would remove" || s.Changed() {
+		t.Errorf("repairs %+v changed %v", s.Repairs, s.Changed())
+	}
+	s = &State{Opts: c.options(t)}
+	s.Opts.DryRun = true
+	_, err := Run(context.Background(), c.env, s, Join, RunOptions{})
+	if operr.CodeOf(err) != operr.Busy || !strings.Contains(err.Error(), "member 77") {
+		t.Errorf("dry run without the flag: %v, want the refusal naming member 77", err)
+	}
+	if len(c.etcd.Removed) != 0 || len(c.etcd.Added) != 0 {
+		t.Errorf("a dry run changed etcd: removed %v added %v", c.etcd.Removed, c.etcd.Added)
+	}
+	assertNothingWritten(t, c.testHost)
 }

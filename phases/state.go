@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"kjoin.dev/kjoin/atomicfile"
+	"kjoin.dev/kjoin/certs"
 	"kjoin.dev/kjoin/clusterconfig"
 	"kjoin.dev/kjoin/cri"
 	"kjoin.dev/kjoin/discovery"
@@ -118,6 +119,8 @@ type State struct {
 	// Control plane.
 	AdminClient  kubernetes.Interface
 	EtcdMemberID uint64
+	// dryRunCAs are the cluster and etcd CAs a dry run holds in memory (control-plane-prepare).
+	dryRunCAs map[string]*certs.CA
 	// ControlPlanePods are the rendered, patched static pod manifests of kube-apiserver,
 	// kube-controller-manager and kube-scheduler, by component name.
 	ControlPlanePods map[string][]byte
