@@ -84,7 +84,11 @@ func reinstall(t *testing.T, c *framework.Cluster, hosts ...string) {
 			t.Fatalf("bring %s up again: %v", h, err)
 		}
 		for _, p := range []string{"/etc/kubernetes/kubelet.conf", "/var/lib/kubelet/pki", "/var/lib/etcd", "/var/lib/kjoin"} {
-			if _, err := os.Stat(c.HostPath(h, p)); err == nil {
+			st, err := os.Stat(c.HostPath(h, p))
+			if err != nil {
+				continue
+			}
+			if entries, _ := os.ReadDir(c.HostPath(h, p)); !st.IsDir() || len(entries) > 0 {
 				t.Fatalf("%s: %s survived the wipe", h, p)
 			}
 		}
