@@ -442,3 +442,13 @@ func TestExpiredOrExpiringCertificateNamesTheRenewal(t *testing.T) {
 		})
 	}
 }
+
+// Every local check passes but the Node cannot be read: that is no verdict of health.
+func TestUnreadableNodeIsNotHealthy(t *testing.T) {
+	n := newNode(t)
+	n.deps.Host.NewClient = func(*rest.Config) (kubernetes.Interface, error) { return nil, errors.New("no client") }
+	r := verdictOf(t, n)
+	if r.Verdict.Healthy || r.Verdict.CheckID != "node.conditions" {
+		t.Errorf("verdict %+v: the Node was never read", r.Verdict)
+	}
+}

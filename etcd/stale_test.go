@@ -5,6 +5,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -276,5 +277,26 @@ func TestPlanChangesNothing(t *testing.T) {
 	}
 	if len(f.removed) != 0 || f.addCalls != 0 || len(*manifests) != 0 || f.promoteCalled != 0 {
 		t.Errorf("a plan changed etcd: removed %v adds %d manifests %d", f.removed, f.addCalls, len(*manifests))
+	}
+}
+
+// Exactly half the voters answering is no quorum: with cp1 answering and cp3 gone (two
+// voters), a join whose membership calls fail reports lost quorum after the grace.
+func TestHalfTheVotersIsNoQuorum(t *testing.T) {
+	f := newFake()
+	f.members = append(f.members, &etcdserverpb.Member{ID: 2, Name: "cp3", PeerURLs: []string{"https://10.0.0.3:2380"}, ClientURLs: []string{"https://10.0.0.3:2379"}})
+	j, _ := newJoin(f, &fakeLock{}, new([]string))
+	j.Timeout, j.QuorumGrace = 3*time.Second, 20*time.Millisecond
+	j.Status = healthyExcept("https://10.0.0.3:2379") // cp1 has a leader, cp3 does not answer
+	j.At = func(p string) {
+		if p == "etcd-join/promoting" {
+			f.mu.Lock()
+			f.noQuorum = true
+			f.mu.Unlock()
+		}
+	}
+	_, err := j.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "etcd lost quorum during the join: 1 of 2 voting members have a leader") {
+		t.Fatalf("err %v: one of two voters is no majority", err)
 	}
 }

@@ -158,3 +158,22 @@ func TestRenderMatchesKubeadmOfEachMinor(t *testing.T) {
 		})
 	}
 }
+
+// --authorization-config replaces --authorization-mode: the API server refuses to start with both.
+func TestAuthorizationConfigDropsAuthorizationMode(t *testing.T) {
+	c, _ := cc.Parse([]byte(clusterConfig))
+	c.APIServer.ExtraArgs = []cc.Arg{{Name: "authorization-config", Value: "/etc/kubernetes/authz.yaml"}}
+	cp, err := ControlPlane(c, Node{Name: "n", AdvertiseAddress: "10.0.0.1", BindPort: 6443})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(cp["kube-apiserver"])
+	if strings.Contains(s, "--authorization-mode") || !strings.Contains(s, "--authorization-config=/etc/kubernetes/authz.yaml") {
+		t.Errorf("want --authorization-config alone:\n%s", s)
+	}
+	c.APIServer.ExtraArgs = nil
+	cp, _ = ControlPlane(c, Node{Name: "n", AdvertiseAddress: "10.0.0.1", BindPort: 6443})
+	if !strings.Contains(string(cp["kube-apiserver"]), "--authorization-mode=Node,RBAC") {
+		t.Errorf("without --authorization-config kubeadm's --authorization-mode=Node,RBAC stays:\n%s", cp["kube-apiserver"])
+	}
+}

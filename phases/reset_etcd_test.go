@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+
 	"kjoin.dev/kjoin/operr"
 )
 
@@ -57,6 +59,38 @@ func TestResetControlPlaneQuorum(t *testing.T) {
 		rep, err := Reset(context.Background(), c.env, ResetOptions{}, nil)
 		if err != nil || rep.EtcdMemberRemoved == "" || c.etcd.Member("https://10.0.0.12:2380") != nil {
 			t.Fatalf("a removal that took effect but was answered \"server stopped\": %+v %v", rep, err)
+		}
+	})
+	t.Run("three voters, another one down: refused", func(t *testing.T) {
+		t.Parallel()
+		c := join(t)
+		c.etcd.Members = append(c.etcd.Members, &etcdserverpb.Member{ID: 3, Name: "cp3", PeerURLs: []string{"https://10.0.0.13:2380"}, ClientURLs: []string{"https://10.0.0.13:2379"}})
+		c.etcd.Unhealthy["https://10.0.0.13:2379"] = true
+		for _, m := range c.etcd.Members {
+			if m.PeerURLs[0] == "https://10.0.0.12:2380" {
+				m.ClientURLs = []string{"https://10.0.0.12:2379"} // this node's own member answers
+			}
+		}
+		_, err := Reset(context.Background(), c.env, ResetOptions{}, nil)
+		if operr.CodeOf(err) != operr.Preflight || !strings.Contains(err.Error(), "only 1 are healthy") {
+			t.Fatalf("got %v: this node's own member must not count among the healthy others", err)
+		}
+		if c.etcd.Member("https://10.0.0.12:2380") == nil {
+			t.Error("the member was removed although quorum would be lost")
+		}
+	})
+	t.Run("member not removed: its data stays", func(t *testing.T) {
+		t.Parallel()
+		c := join(t)
+		rep, err := Reset(context.Background(), c.env, ResetOptions{}, []string{"remove-etcd-member"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.etcd.Member("https://10.0.0.12:2380") == nil || !c.env.Exists("/var/lib/etcd/member/snap/db") {
+			t.Errorf("with remove-etcd-member skipped the member's data went while the member is still in the cluster: %+v", rep)
+		}
+		if !strings.Contains(strings.Join(rep.Warnings, "\n"), "kept the etcd data") {
+			t.Errorf("warnings %v", rep.Warnings)
 		}
 	})
 	t.Run("last member: refused", func(t *testing.T) {

@@ -198,6 +198,11 @@ func TestFaultsAreNamed(t *testing.T) {
 			p.Status.Phase = corev1.PodPending
 			_, _ = o.Client.CoreV1().Pods("kube-system").UpdateStatus(context.Background(), p, metav1.UpdateOptions{})
 		}},
+		{name: "apiserver pod running but not ready", node: "cp1", id: "pod.kube-apiserver", want: "ready false", setup: func(o *Options, e *etcdtest.Cluster) {
+			p, _ := o.Client.CoreV1().Pods("kube-system").Get(context.Background(), "kube-apiserver-cp1", metav1.GetOptions{})
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+			_, _ = o.Client.CoreV1().Pods("kube-system").UpdateStatus(context.Background(), p, metav1.UpdateOptions{})
+		}},
 		{name: "livez with another CA", node: "cp1", id: "apiserver.livez", want: "certificate", setup: func(o *Options, e *etcdtest.Cluster) { o.CA = x509.NewCertPool() }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

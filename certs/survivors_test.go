@@ -1,0 +1,91 @@
+package certs
+
+import (
+	"context"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/clientcmd"
+
+	cc "kjoin.dev/kjoin/clusterconfig"
+	"kjoin.dev/kjoin/pki"
+	"kjoin.dev/kjoin/token"
+)
+
+// The Role kjoin creates for kubeadm-certs lets bootstrap tokens read that one Secret and
+// nothing else in kube-system: without resourceNames every token holder reads every Secret.
+func TestCertsRoleReadsOnlyTheCertsSecret(t *testing.T) {
+	c := fake.NewClientset()
+	if err := ensureRBAC(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	role, err := c.RbacV1().Roles("kube-system").Get(context.Background(), "kubeadm:kubeadm-certs", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []rbacv1.PolicyRule{{Verbs: []string{"get"}, APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{SecretName}}}
+	if !reflect.DeepEqual(role.Rules, want) {
+		t.Errorf("rules %+v, want get on secret %s only", role.Rules, SecretName)
+	}
+	rb, err := c.RbacV1().RoleBindings("kube-system").Get(context.Background(), "kubeadm:kubeadm-certs", metav1.GetOptions{})
+	if err != nil || len(rb.Subjects) != 1 || rb.Subjects[0].Name != token.DefaultGroup || rb.RoleRef.Name != role.Name {
+		t.Errorf("binding %+v %v", rb, err)
+	}
+}
+
+// admin.conf is issued in kubeadm:cluster-admins (bound to cluster-admin by kubeadm, and
+// revocable), never in system:masters.
+func TestAdminConfIsAClusterAdminNotAMaster(t *testing.T) {
+	ca, _, _ := newCA(t, "ca")
+	cfg, err := cc.Parse([]byte("apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nkubernetesVersion: v1.37.2\ncontrolPlaneEndpoint: cp.example:6443\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kcs, err := Kubeconfigs(cfg, Node{Name: "cp2", AdvertiseAddress: "10.0.0.2", BindPort: 6443}, ca, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := clientcmd.Load(kcs["admin.conf"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ai := range kc.AuthInfos {
+		cert, err := pki.ParseCert(ai.ClientCertificateData)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(cert.Subject.Organization, []string{"kubeadm:cluster-admins"}) || cert.Subject.CommonName != "kubernetes-admin" {
+			t.Errorf("admin.conf subject %v, want CN kubernetes-admin in kubeadm:cluster-admins only", cert.Subject)
+		}
+	}
+}
+
+// etcd's server and peer certificates name ::1 as well as 127.0.0.1: an IPv6 control plane's
+// API server reaches its etcd at [::1]:2379.
+func TestEtcdCertificatesNameBothLoopbacks(t *testing.T) {
+	cas := map[string]*CA{}
+	for _, n := range []string{"ca", "front-proxy-ca", "etcd/ca"} {
+		cas[n], _, _ = newCA(t, n)
+	}
+	cfg, err := cc.Parse([]byte("apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nkubernetesVersion: v1.37.2\ncontrolPlaneEndpoint: cp.example:6443\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaves, err := NodeCerts(cfg, Node{Name: "cp2", AdvertiseAddress: "10.0.0.2", BindPort: 6443}, cas, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, leaf := range []string{"etcd/server", "etcd/peer"} {
+		crt, _ := pki.ParseCert(leaves[leaf].Cert)
+		for _, ip := range []string{"127.0.0.1", "::1", "10.0.0.2"} {
+			if err := crt.VerifyHostname(ip); err != nil {
+				t.Errorf("%s: %v", leaf, err)
+			}
+		}
+	}
+}

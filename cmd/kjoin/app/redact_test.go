@@ -1,0 +1,30 @@
+package app
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+// The flag parser's own errors quote the bad value; when that value is a token given to the
+// wrong flag, the renderer is the only layer that redacts it, in text and in JSON.
+func TestFlagParserErrorsNeverPrintATokenSecret(t *testing.T) {
+	const secret = "0123456789abcdef"
+	for _, args := range [][]string{
+		{"join", "--apiserver-bind-port", "abcdef." + secret},
+		{"join", "--apiserver-bind-port", "abcdef." + secret, "-o", "json"},
+		{"join", "-o", "json", "--wait-ready-timeout", "abcdef." + secret},
+	} {
+		deps, _, _ := testDeps("", nil)
+		code, out, errs := runArgs(context.Background(), deps, args...)
+		if code == 0 {
+			t.Errorf("%v: exit 0", args)
+		}
+		if strings.Contains(out+errs, secret) {
+			t.Errorf("%v printed the token secret:\nstdout: %s\nstderr: %s", args, out, errs)
+		}
+		if !strings.Contains(out+errs, "abcdef.") {
+			t.Errorf("%v: the bad value is not named at all (its id may be shown):\nstdout: %s\nstderr: %s", args, out, errs)
+		}
+	}
+}

@@ -1,0 +1,94 @@
+package phases
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+
+	"kjoin.dev/kjoin/host"
+)
+
+// The node key of a pending CSR is kept on the node for a resumed join: 0600 from the start.
+func TestPendingKeyIsPrivate(t *testing.T) {
+	t.Parallel()
+	h := newTestHost(t)
+	var mode os.FileMode
+	h.env.Fault = func(p string) {
+		if p == "tls-bootstrap/csr-created" {
+			if st, err := os.Stat(h.env.Paths.Of(pendingKeyPath)); err == nil {
+				mode = st.Mode().Perm()
+			}
+		}
+	}
+	s := &State{Opts: h.options(t)}
+	if _, err := Run(context.Background(), h.env, s, Join, RunOptions{}); err != nil {
+		t.Fatalf("%v\n%s", err, h.out)
+	}
+	if mode != 0o600 {
+		t.Errorf("pending key mode %04o while the CSR was pending, want 0600", mode)
+	}
+}
+
+// A node whose name is not its hostname registers under its name only with
+// --hostname-override; one whose name is its hostname gets no override.
+func TestHostnameOverrideWhenTheNameDiffers(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		want bool
+	}{{"w1", false}, {"worker-one", true}} {
+		h := newTestHost(t)
+		h.runner.node = tc.name
+		o := h.options(t)
+		o.NodeName = tc.name
+		s := &State{Opts: o}
+		if _, err := Run(context.Background(), h.env, s, Join, RunOptions{}); err != nil {
+			t.Fatalf("%s: %v\n%s", tc.name, err, h.out)
+		}
+		flags, _ := os.ReadFile(h.env.Paths.Of(host.KubeletFlagsPath))
+		if got := strings.Contains(string(flags), "--hostname-override="+tc.name); got != tc.want {
+			t.Errorf("node %q on host w1: override %v, want %v:\n%s", tc.name, got, tc.want, flags)
+		}
+	}
+}
+
+// nodeRegistration.taints: [] means no taint at all, not kubeadm's default NoSchedule.
+func TestMarkControlPlaneWithNoTaints(t *testing.T) {
+	t.Parallel()
+	h := newTestHost(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cp2"}})
+	s := &State{Opts: Options{NodeName: "cp2", ControlPlane: true, Timeouts: DefaultTimeouts(), TaintsSet: true}, AdminClient: h.client}
+	if err := MarkControlPlane.Run(context.Background(), h.env, s); err != nil {
+		t.Fatal(err)
+	}
+	n, _ := h.client.CoreV1().Nodes().Get(context.Background(), "cp2", metav1.GetOptions{})
+	if len(n.Spec.Taints) != 0 || n.Labels[LabelControlPlane] != "" {
+		t.Errorf("taints %v (want none), labels %v", n.Spec.Taints, n.Labels)
+	}
+}
+
+// --wait-ready waits --wait-ready-timeout, not the short grace of a plain join.
+func TestWaitReadyHonoursItsTimeout(t *testing.T) {
+	t.Parallel()
+	h := newTestHost(t, notReadyNode("w1"), leaseOf("w1"))
+	o := h.options(t)
+	o.WaitReady, o.WaitReadyTimeout, o.ReadyGrace = true, 3*time.Minute, time.Second
+	start := h.env.Clock.Now()
+	h.client.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		n := notReadyNode("w1")
+		if h.env.Clock.Since(start) > time.Minute {
+			n.Status.Conditions[0].Status = corev1.ConditionTrue
+		}
+		return true, n, nil
+	})
+	s := &State{Opts: o, NodeClient: h.client, Started: start}
+	if err := WaitReady.Run(context.Background(), h.env, s); err != nil || !s.Ready {
+		t.Fatalf("a Node Ready after a minute with --wait-ready-timeout 3m: err %v ready %v", err, s.Ready)
+	}
+}
