@@ -118,6 +118,9 @@ type Env struct {
 	// etcd learner with them). Nil: not available.
 	Processes func() ([]Process, error)
 	Signal    func(pid int, sig syscall.Signal) error
+	// Environ is the process environment (os.Environ; nil: empty): control-plane manifests
+	// carry its *_proxy variables, as kubeadm's do.
+	Environ func() []string
 	// EtcdPeer reports whether something answers at an etcd peer URL (etcd.DialPeer; nil:
 	// the same). Joins and diagnose use it to prove a member dead.
 	EtcdPeer etcd.PeerProbe

@@ -6,9 +6,11 @@ package manifests
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -246,6 +248,7 @@ func Etcd(c *cc.ClusterConfiguration, n Node, members []Member) ([]byte, error) 
 		}
 		args = append(args, cc.Arg{Name: "initial-cluster", Value: strings.Join(ic, ",")}, cc.Arg{Name: "initial-cluster-state", Value: "existing"})
 	}
+	n.ProxyEnv = nil // kubeadm gives etcd its extraEnvs only, never the host's proxy variables
 	p := pod("etcd", c.Image("etcd"), cc.Command(args, e.ExtraArgs), "100m", "100Mi", n, e.ExtraEnvs)
 	p.Annotations = map[string]string{"kubeadm.kubernetes.io/etcd.advertise-client-urls": clientURL}
 	ctr := &p.Spec.Containers[0]
@@ -349,16 +352,28 @@ func pod(name, image string, command []string, cpu, memory string, n Node, extra
 }
 
 func mergeEnv(a, b []corev1.EnvVar) []corev1.EnvVar {
-	var out []corev1.EnvVar
-	idx := map[string]int{}
+	// kubeadm's MergeKubeadmEnvVars: later lists win, the result sorted by name.
+	m := map[string]corev1.EnvVar{}
 	for _, list := range [][]corev1.EnvVar{a, b} {
 		for _, e := range list {
-			if i, ok := idx[e.Name]; ok {
-				out[i] = e
-				continue
-			}
-			idx[e.Name] = len(out)
-			out = append(out, e)
+			m[e.Name] = e
+		}
+	}
+	var out []corev1.EnvVar
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, m[name])
+	}
+	return out
+}
+
+// ProxyEnv is kubeadm's GetProxyEnvVars: every variable of environ (NAME=value) whose name
+// ends in _proxy, any case, with a value, in environ's order.
+func ProxyEnv(environ []string) []corev1.EnvVar {
+	var out []corev1.EnvVar
+	for _, kv := range environ {
+		name, value, ok := strings.Cut(kv, "=")
+		if ok && value != "" && strings.HasSuffix(strings.ToLower(name), "_proxy") {
+			out = append(out, corev1.EnvVar{Name: name, Value: value})
 		}
 	}
 	return out

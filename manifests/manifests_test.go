@@ -102,7 +102,8 @@ func TestExtraArgsOverrideAndAppend(t *testing.T) {
 // TestRenderMatchesKubeadmOfEachMinor: for a cluster at each supported minor that leaves every
 // image to its kubeadm's defaults, kjoin renders byte for byte what that minor's real kubeadm
 // writes for the same node (testdata/kubeadm/<version>, from e2e/scripts/golden-manifests.sh):
-// v1.35 with its flexvolume mount, each with its own etcd image.
+// v1.35 with its flexvolume mount, each with its own etcd image; and a node whose kubeadm ran
+// with proxy variables (v1.37.2-proxy): the control-plane components carry them, etcd not.
 func TestRenderMatchesKubeadmOfEachMinor(t *testing.T) {
 	dirs, _ := filepath.Glob(filepath.Join("testdata", "kubeadm", "v1.*"))
 	minors := map[string]bool{}
@@ -137,6 +138,13 @@ func TestRenderMatchesKubeadmOfEachMinor(t *testing.T) {
 				t.Fatal(err)
 			}
 			n := Node{Name: "cp2", AdvertiseAddress: adv[1], BindPort: 6443, HostDirExists: func(d string) bool { return debian[d] }}
+			// <version>-proxy: kubeadm ran with these variables in its environment.
+			if env, err := os.ReadFile(filepath.Join(dir, "proxy-env")); err == nil {
+				n.ProxyEnv = ProxyEnv(append(strings.Fields(string(env)), "PATH=/usr/bin", "NO_PROXY_X=1", "ftp_proxy="))
+				if len(n.ProxyEnv) < 3 {
+					t.Fatalf("%s/proxy-env gives %v", dir, n.ProxyEnv)
+				}
+			}
 			cp, err := ControlPlane(c, n)
 			if err != nil {
 				t.Fatal(err)

@@ -214,8 +214,13 @@ func sameCA(uploaded, pinned []byte) error {
 }
 
 func manifestNode(e *host.Env, s *State) manifests.Node {
+	var environ []string
+	if e.Environ != nil {
+		environ = e.Environ()
+	}
 	return manifests.Node{
-		Name: s.Opts.NodeName, AdvertiseAddress: s.Opts.AdvertiseAddress, BindPort: s.Opts.BindPort,
+		ProxyEnv: manifests.ProxyEnv(environ),
+		Name:     s.Opts.NodeName, AdvertiseAddress: s.Opts.AdvertiseAddress, BindPort: s.Opts.BindPort,
 		HostDirExists: func(d string) bool {
 			st, err := os.Stat(e.Paths.Of(d))
 			return err == nil && st.IsDir()

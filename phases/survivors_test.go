@@ -92,3 +92,23 @@ func TestWaitReadyHonoursItsTimeout(t *testing.T) {
 		t.Fatalf("a Node Ready after a minute with --wait-ready-timeout 3m: err %v ready %v", err, s.Ready)
 	}
 }
+
+// The control-plane components run with the host's proxy variables, as kubeadm's do; etcd
+// without them.
+func TestControlPlaneManifestsCarryTheProxy(t *testing.T) {
+	t.Parallel()
+	c := newCPHost(t)
+	c.env.Environ = func() []string {
+		return []string{"PATH=/usr/bin", "HTTPS_PROXY=http://proxy.example:3128", "no_proxy=10.96.0.0/12"}
+	}
+	if _, err := Run(context.Background(), c.env, &State{Opts: c.options(t)}, Join, RunOptions{}); err != nil {
+		t.Fatalf("%v\n%s", err, c.out)
+	}
+	for _, m := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd"} {
+		b, _ := os.ReadFile(c.env.Paths.Of("/etc/kubernetes/manifests/" + m + ".yaml"))
+		has := strings.Contains(string(b), "name: HTTPS_PROXY\n      value: http://proxy.example:3128") && strings.Contains(string(b), "name: no_proxy")
+		if has != (m != "etcd") || strings.Contains(string(b), "PATH") {
+			t.Errorf("%s: proxy variables %v, want %v:\n%s", m, has, m != "etcd", b)
+		}
+	}
+}

@@ -92,11 +92,6 @@ func EtcdImageTag(minor int) string { return etcdImageTags[clamp(minor)] }
 // into the controller-manager (until v1.35).
 func FlexVolumeMount(minor int) bool { return clamp(minor) <= 35 }
 
-// NodeLocalCRISocketLocked reports whether this minor's kubeadm always writes the CRI socket
-// into instance-config.yaml (feature gate NodeLocalCRISocket GA and locked from v1.36); before,
-// the gate can be off and the socket then goes into the kubelet's flags.
-func NodeLocalCRISocketLocked(minor int) bool { return clamp(minor) >= 36 }
-
 // pauseTags are the pause images each minor's kubeadm expects the runtime's sandbox image to be
 // (its constants' PauseVersion).
 var pauseTags = map[int]string{35: "3.10.1", 36: "3.10.2", 37: "3.10.2"}

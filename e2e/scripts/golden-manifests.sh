@@ -8,7 +8,9 @@
 # and a running lab's hosts bound onto it, are never touched.
 # Each version gets an IPv4 node (<version>/); KJOIN_GOLDEN_FAMILIES="ipv6 dual" also writes an
 # IPv6 single-stack node (<version>-ipv6/, advertise fd77::12) and a dual-stack cluster
-# (<version>-dual/, IPv4 first).
+# (<version>-dual/, IPv4 first), and "proxy" an IPv4 node whose kubeadm runs with proxy
+# variables in its environment (<version>-proxy/, the variables in proxy-env): kubeadm passes
+# them to the API server, controller-manager and scheduler, not to etcd.
 # Usage: golden-manifests.sh [VERSION...]   (default: v1.35.4 v1.36.3 v1.37.2)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -30,7 +32,10 @@ for v in "${versions[@]}"; do
   fi
   read -r -a families <<< "${KJOIN_GOLDEN_FAMILIES:-ipv4}"
   for family in "${families[@]}"; do
+    proxy_env=()
     case $family in
+      proxy) out="$repo/manifests/testdata/kubeadm/$v-proxy"; adv=10.77.0.12; pods=10.244.0.0/16; svcs=10.96.0.0/12
+        proxy_env=(HTTP_PROXY=http://proxy.lab:3128 https_proxy=http://proxy.lab:3129 NO_PROXY=10.96.0.0/12,.lab,127.0.0.1) ;;
       ipv4) out="$repo/manifests/testdata/kubeadm/$v"; adv=10.77.0.12; pods=10.244.0.0/16; svcs=10.96.0.0/12 ;;
       ipv6) out="$repo/manifests/testdata/kubeadm/$v-ipv6"; adv=fd77::12; pods=fd77:244::/56; svcs=fd77:96::/112 ;;
       dual) out="$repo/manifests/testdata/kubeadm/$v-dual"; adv=10.77.0.12; pods=10.244.0.0/16,fd77:244::/56; svcs=10.96.0.0/12,fd77:96::/112 ;;
@@ -57,12 +62,13 @@ networking:
 CFG
     mkdir -p /etc/kubernetes  # the mount point (an empty directory) for the private tmpfs
     # shellcheck disable=SC2016
-    unshare --mount --propagation private sh -ec '
+    env -u http_proxy -u HTTPS_PROXY -u no_proxy "${proxy_env[@]}" unshare --mount --propagation private sh -ec '
       mount -t tmpfs tmpfs /etc/kubernetes
       for phase in "control-plane all" "etcd local"; do
         "$1" init phase $phase --config "$2/kubeadm-config.yaml" --dry-run > "$3/log" 2>&1 || { cat "$3/log" >&2; exit 1; }
       done
       cp /etc/kubernetes/tmp/kubeadm-init-dryrun*/*.yaml "$2/"' sh "$work/kubeadm-$v" "$out" "$work"
+    [ ${#proxy_env[@]} -eq 0 ] || printf '%s\n' "${proxy_env[@]}" > "$out/proxy-env"
     "$work/kubeadm-$v" version -o short > "$out/kubeadm-version"
     echo "wrote $out ($(cat "$out/kubeadm-version"))" >&2
   done

@@ -211,6 +211,7 @@ func HostEnv(root string, verbosity int, progress io.Writer) *host.Env {
 		Geteuid:   os.Geteuid,
 		Processes: host.ProcProcesses,
 		EtcdPeer:  etcd.DialPeer,
+		Environ:   os.Environ,
 		Signal:    syscall.Kill,
 		PortInUse: func(port int) bool {
 			l, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
