@@ -10,6 +10,7 @@ import (
 	"crypto/cipher"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"maps"
@@ -108,13 +109,28 @@ type File struct {
 	Mode os.FileMode
 }
 
-// ModeOf is a downloaded file's mode, decided by its name in the Secret (never by parsing
-// its content): private keys ("*.key") 0600, certificates and public keys 0644.
-func ModeOf(secretKey string) os.FileMode {
-	if strings.HasSuffix(secretKey, ".key") {
+// ModeOf is a downloaded file's mode: 0600 for a private key, 0644 for certificates and
+// public keys. Name and content must both say public: a "*.key" entry is 0600 whatever it
+// holds, and so is any entry whose content holds a PEM private key (a Secret whose values were
+// swapped must not leave sa.key readable in the sa.pub slot).
+func ModeOf(secretKey string, content []byte) os.FileMode {
+	if strings.HasSuffix(secretKey, ".key") || holdsPrivateKey(content) {
 		return 0o600
 	}
 	return 0o644
+}
+
+// holdsPrivateKey reports whether data has a PEM block of a private key of any kind.
+func holdsPrivateKey(data []byte) bool {
+	for rest := data; ; {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			return false
+		}
+		if strings.Contains(b.Type, "PRIVATE KEY") {
+			return true
+		}
+	}
 }
 
 // Download reads and decrypts kube-system/kubeadm-certs with the bootstrap identity. It returns
@@ -153,7 +169,7 @@ func Download(ctx context.Context, client kubernetes.Interface, certKey string, 
 			return nil, operr.Wrap(operr.Auth, err, "the certificate key does not match the uploaded certificates",
 				"use the key printed by the last upload, or upload again with "+UploadCommand)
 		}
-		out[path.Clean(dst)] = File{Data: plain, Mode: ModeOf(name)}
+		out[path.Clean(dst)] = File{Data: plain, Mode: ModeOf(name, plain)}
 	}
 	return out, nil
 }

@@ -2,6 +2,7 @@ package certs
 
 import (
 	"context"
+	"os"
 	"reflect"
 	"slices"
 	"testing"
@@ -86,6 +87,28 @@ func TestEtcdCertificatesNameBothLoopbacks(t *testing.T) {
 			if err := crt.VerifyHostname(ip); err != nil {
 				t.Errorf("%s: %v", leaf, err)
 			}
+		}
+	}
+}
+
+// Modes follow content as well as names: a Secret whose values were swapped never leaves a
+// private key readable by others in a certificate's or public key's slot.
+func TestSwappedSecretValuesKeepKeysPrivate(t *testing.T) {
+	_, crt, key := newCA(t, "ca")
+	for _, tc := range []struct {
+		name    string
+		content []byte
+		want    os.FileMode
+	}{
+		{"ca.crt", crt, 0o644},
+		{"sa.pub", []byte("-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE\n-----END PUBLIC KEY-----\n"), 0o644},
+		{"sa.pub", key, 0o600},
+		{"front-proxy-ca.crt", append(append([]byte{}, crt...), key...), 0o600},
+		{"ca.key", crt, 0o600},
+		{"sa.pub", []byte("-----BEGIN RSA PRIVATE KEY-----\nAAAA\n-----END RSA PRIVATE KEY-----\n"), 0o600},
+	} {
+		if got := ModeOf(tc.name, tc.content); got != tc.want {
+			t.Errorf("%s holding %.30q: mode %04o, want %04o", tc.name, tc.content, got, tc.want)
 		}
 	}
 }

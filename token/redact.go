@@ -13,7 +13,11 @@ var (
 // (64 hex digits, unless a sha256: pin), for every message that echoes an input: a secret
 // passed by mistake as the endpoint or a pin is never printed.
 func Redact(s string) string {
-	s = tokenShape.ReplaceAllString(s, "${1}${2}.<hidden>${3}")
+	// A match consumes the character on each side, so a token one character after another is
+	// not seen in the same pass: repeat until nothing is left (each pass hides at least one).
+	for r := tokenShape.ReplaceAllString(s, "${1}${2}.<hidden>${3}"); r != s; r = tokenShape.ReplaceAllString(s, "${1}${2}.<hidden>${3}") {
+		s = r
+	}
 	out, last := []byte(nil), 0
 	for _, ix := range hexRun.FindAllStringIndex(s, -1) {
 		if ix[1]-ix[0] != 64 || (ix[0] >= 7 && s[ix[0]-7:ix[0]] == "sha256:") {

@@ -103,3 +103,22 @@ func createNode(t *testing.T, client kubernetes.Interface, n *corev1.Node) {
 		t.Fatal(err)
 	}
 }
+
+// A kubelet writes its own Node's status: terminal escapes there reach the table escaped, in
+// every column, so no node can hide a row or rewrite the operator's screen.
+func TestNodesTableEscapesNodeData(t *testing.T) {
+	deps, client, root := adminHost(t)
+	createNode(t, client, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "w1"},
+		Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{KubeletVersion: "v1.37.2\x1b[2K\x1b[1A\rcp1", OSImage: "Debian\x1b]0;owned\x07",
+			ContainerRuntimeVersion: "containerd://2.4\nw9  worker  Ready"}}})
+	code, out, errs := runArgs(context.Background(), deps, "nodes", "--root", root, "-o", "wide")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if strings.ContainsAny(out, "\x1b\r\x07") || len(strings.Split(strings.TrimSpace(out), "\n")) != 2 {
+		t.Errorf("raw control characters or an extra row in the table:\n%q", out)
+	}
+	if !strings.Contains(out, `v1.37.2\x1b[2K\x1b[1A\rcp1`) {
+		t.Errorf("the version is not shown escaped:\n%s", out)
+	}
+}

@@ -2,9 +2,7 @@ package app
 
 import (
 	"context"
-	"fmt"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -53,22 +51,21 @@ func runTokenList(ctx context.Context, deps *Deps, o *TokenListOptions) error {
 	if !o.g.Output.Text() {
 		return printResult(deps, o.g, list, nil)
 	}
-	w := tabwriter.NewWriter(deps.Out, 0, 4, 2, ' ', 0)
-	head := "TOKEN\tEXPIRES\tUSAGES\tGROUPS"
+	head := []string{"TOKEN", "EXPIRES", "USAGES", "GROUPS"}
 	if o.g.Output.Wide() {
-		head += "\tID\tDESCRIPTION"
+		head = append(head, "ID", "DESCRIPTION")
 	}
-	fmt.Fprintln(w, head)
+	w := output.NewTable(deps.Out, head...)
 	for _, t := range list.Items {
 		exp := "never"
 		if t.Expires != nil {
 			exp = t.Expires.UTC().Format(time.RFC3339)
 		}
-		line := strings.Join([]string{t.Token, exp, strings.Join(t.Usages, ","), dash(strings.Join(t.Groups, ","))}, "\t")
+		cells := []string{t.Token, exp, strings.Join(t.Usages, ","), dash(strings.Join(t.Groups, ","))}
 		if o.g.Output.Wide() {
-			line += "\t" + t.ID + "\t" + dash(t.Description)
+			cells = append(cells, t.ID, dash(t.Description))
 		}
-		fmt.Fprintln(w, line)
+		w.Row(cells...)
 	}
 	return w.Flush()
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -189,16 +188,15 @@ func x509CertPool(cfg *rest.Config) (*x509.CertPool, error) {
 }
 
 func printChecks(w io.Writer, checks []verify.Check) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "\tNODE\tCHECK\tRESULT")
+	tb := output.NewTable(w, "", "NODE", "CHECK", "RESULT")
 	for _, c := range checks {
 		line := c.Summary
 		if c.Evidence != "" {
 			line += " (" + c.Evidence + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", strings.ToUpper(string(c.Status)), dash(c.Node), c.ID, line)
+		tb.Row(strings.ToUpper(string(c.Status)), dash(c.Node), c.ID, line)
 	}
-	_ = tw.Flush()
+	_ = tb.Flush()
 }
 
 // NodesOptions are the flags and arguments of kjoin nodes.
@@ -263,12 +261,11 @@ func runNodes(ctx context.Context, deps *Deps, o *NodesOptions) error {
 // printNodes prints the node map as a table (tabwriter: long names and versions never shift
 // the columns); wide adds the columns kubectl get nodes -o wide has and the taints.
 func printNodes(w io.Writer, nodes []output.Node, wide bool) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	head := "NAME\tROLES\tSTATUS\tLEASE\tINTERNAL-IPS\tVERSION\tJOINED"
+	head := []string{"NAME", "ROLES", "STATUS", "LEASE", "INTERNAL-IPS", "VERSION", "JOINED"}
 	if wide {
-		head += "\tJOINED-BY\tZONE\tINSTANCE-TYPE\tCONTAINER-RUNTIME\tOS-IMAGE\tKERNEL-VERSION\tPOD-CIDR\tTAINTS"
+		head = append(head, "JOINED-BY", "ZONE", "INSTANCE-TYPE", "CONTAINER-RUNTIME", "OS-IMAGE", "KERNEL-VERSION", "POD-CIDR", "TAINTS")
 	}
-	fmt.Fprintln(tw, head)
+	tw := output.NewTable(w, head...)
 	for _, n := range nodes {
 		roles := n.Roles
 		if len(roles) == 0 {
@@ -289,7 +286,7 @@ func printNodes(w io.Writer, nodes []output.Node, wide bool) error {
 		if wide {
 			cols = append(cols, dash(n.JoinedBy), dash(n.Zone), dash(n.InstanceType), dash(n.ContainerRuntime), dash(n.OSImage), dash(n.KernelVersion), dash(n.PodCIDR), dash(strings.Join(n.Taints, ",")))
 		}
-		fmt.Fprintln(tw, strings.Join(cols, "\t"))
+		tw.Row(cols...)
 	}
 	return tw.Flush()
 }
