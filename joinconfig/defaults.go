@@ -12,8 +12,14 @@ import (
 // MarshalJSON writes a Go duration string, as metav1.Duration does.
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.Duration.String()) }
 
+// PinPlaceholder stands where the printed defaults need the cluster CA's pin. kubeadm's
+// defaults skip CA verification instead (unsafeSkipCAVerification: true); kjoin's never do: a
+// file used as printed is refused, naming this value, until the pin is filled in.
+const PinPlaceholder = "sha256:<the-cluster-CA-pin>"
+
 // Defaults is kubeadm's JoinConfiguration with its defaults (kubeadm config print
-// join-defaults): a placeholder token and endpoint, this node's name.
+// join-defaults): a placeholder token and endpoint, this node's name; where kubeadm's turn CA
+// verification off, a placeholder for the pin (PinPlaceholder).
 func Defaults(nodeName string) *JoinConfiguration {
 	d := func(t time.Duration) *Duration { return &Duration{t} }
 	serial := true
@@ -22,7 +28,7 @@ func Defaults(nodeName string) *JoinConfiguration {
 		APIVersion: "kubeadm.k8s.io/v1beta4", Kind: "JoinConfiguration",
 		CACertPath: "/etc/kubernetes/pki/ca.crt",
 		Discovery: Discovery{
-			BootstrapToken:    &bootstrapTokenDiscovery{APIServerEndpoint: "kube-apiserver:6443", Token: "abcdef.0123456789abcdef", UnsafeSkipCAVerification: true},
+			BootstrapToken:    &bootstrapTokenDiscovery{APIServerEndpoint: "kube-apiserver:6443", Token: "abcdef.0123456789abcdef", CACertHashes: []string{PinPlaceholder}},
 			TLSBootstrapToken: "abcdef.0123456789abcdef",
 		},
 		NodeRegistration: NodeRegistration{Name: nodeName, CRISocket: "unix:///var/run/containerd/containerd.sock",

@@ -109,12 +109,16 @@ type Runtime struct {
 
 // JoinResult is kjoin join's answer.
 type JoinResult struct {
-	TypeMeta          `json:",inline"`
-	Changed           bool      `json:"changed"`
-	Node              string    `json:"node,omitempty"`
-	Role              string    `json:"role"`
-	Endpoint          string    `json:"endpoint,omitempty"`
-	CACertHashes      []string  `json:"caCertHashes"`
+	TypeMeta     `json:",inline"`
+	Changed      bool     `json:"changed"`
+	Node         string   `json:"node,omitempty"`
+	Role         string   `json:"role"`
+	Endpoint     string   `json:"endpoint,omitempty"`
+	CACertHashes []string `json:"caCertHashes"`
+	// CAVerification is how the cluster CA came to be trusted: "pinned" (a
+	// --discovery-token-ca-cert-hash matched), "discovery-file" (given in the file) or
+	// "not verified" (--discovery-token-unsafe-skip-ca-verification); absent before discovery.
+	CAVerification    string    `json:"caVerification,omitempty"`
 	ClusterVersion    string    `json:"clusterVersion,omitempty"`
 	KubeletVersion    string    `json:"kubeletVersion,omitempty"`
 	Runtime           *Runtime  `json:"runtime,omitempty"`

@@ -44,7 +44,11 @@ func runDiscovery(ctx context.Context, e *host.Env, s *State) error {
 		if s.Opts.DiscoveryToken == nil {
 			return operr.New(operr.Usage, "no discovery method: give an API server endpoint and --token, or --discovery-file", "")
 		}
-		waited := e.Waiting("discovery", fmt.Sprintf("cluster-info from %s, verified by the pinned CA and signed for token %s", s.Opts.Endpoint, s.Opts.DiscoveryToken.ID), s.Opts.Timeouts.Discovery)
+		trust := "verified by the pinned CA"
+		if len(s.Opts.Pins) == 0 {
+			trust = "its CA NOT verified (unpinned)"
+		}
+		waited := e.Waiting("discovery", fmt.Sprintf("cluster-info from %s, %s and signed for token %s", s.Opts.Endpoint, trust, s.Opts.DiscoveryToken.ID), s.Opts.Timeouts.Discovery)
 		res, err := discovery.Token(ctx, discovery.Request{
 			Endpoint:                 s.Opts.Endpoint,
 			Token:                    *s.Opts.DiscoveryToken,
@@ -59,7 +63,12 @@ func runDiscovery(ctx context.Context, e *host.Env, s *State) error {
 			return err
 		}
 		s.Discovery = res
-		e.Logf("discovery", "cluster CA %s verified; API server %s", res.CAPin, res.Server)
+		if len(s.Opts.Pins) == 0 {
+			e.Logf("discovery", "cluster CA %s NOT verified (no pin); API server %s", res.CAPin, res.Server)
+			s.Warn(e, "discovery", "the cluster CA %s was NOT verified: --discovery-token-unsafe-skip-ca-verification trusts whoever answered with a cluster-info signed for this token, so anyone who knows the token could have posed as this cluster's control plane. Pin the CA: --discovery-token-ca-cert-hash %s (check it on a control plane: kjoin token create --print-join-command)", res.CAPin, res.CAPin)
+		} else {
+			e.Logf("discovery", "cluster CA %s verified; API server %s", res.CAPin, res.Server)
+		}
 		if off := res.ClockOffset; off > time.Minute || off < -time.Minute {
 			s.Warn(e, "discovery", "this node's clock differs from the API server's by %s; certificates may look expired or not yet valid", off.Round(time.Second))
 		}

@@ -112,3 +112,28 @@ func TestControlPlaneManifestsCarryTheProxy(t *testing.T) {
 		}
 	}
 }
+
+// Unpinned discovery is never silent: a warning naming the CA that was not verified and the
+// pin to use, and the progress line says "NOT verified" instead of "verified".
+func TestUnpinnedDiscoveryWarns(t *testing.T) {
+	t.Parallel()
+	h := newTestHost(t)
+	o := h.options(t)
+	o.Pins, o.UnsafeSkipCAVerification = nil, true
+	s := &State{Opts: o}
+	if _, err := Run(context.Background(), h.env, s, Join, RunOptions{Only: []string{"discovery"}}); err != nil {
+		t.Fatalf("%v\n%s", err, h.out)
+	}
+	w := strings.Join(s.Warnings, "\n")
+	if !strings.Contains(w, "cluster CA "+h.server.Pin+" was NOT verified") || !strings.Contains(w, "--discovery-token-ca-cert-hash "+h.server.Pin) {
+		t.Errorf("warnings %q", w)
+	}
+	if strings.Contains(h.out.String(), " verified; ") || !strings.Contains(h.out.String(), "NOT verified (no pin)") {
+		t.Errorf("progress:\n%s", h.out)
+	}
+	pinned := newTestHost(t)
+	ps := &State{Opts: pinned.options(t)}
+	if _, err := Run(context.Background(), pinned.env, ps, Join, RunOptions{Only: []string{"discovery"}}); err != nil || len(ps.Warnings) != 0 {
+		t.Errorf("pinned discovery: %v, warnings %q", err, ps.Warnings)
+	}
+}

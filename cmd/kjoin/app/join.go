@@ -229,6 +229,14 @@ func joinResultOf(s *phases.State, results []workflow.Result, err error) *output
 	}
 	if s.Discovery != nil {
 		r.CACertHashes = []string{s.Discovery.CAPin}
+		switch {
+		case s.Opts.DiscoveryFile != "":
+			r.CAVerification = "discovery-file"
+		case len(s.Opts.Pins) > 0:
+			r.CAVerification = "pinned"
+		default:
+			r.CAVerification = "not verified"
+		}
 		if r.Endpoint == "" {
 			r.Endpoint = s.Discovery.Server
 		}
@@ -253,7 +261,7 @@ func printJoinSummary(w io.Writer, s *phases.State, r *output.JoinResult) {
 		return
 	}
 	fmt.Fprintf(w, "This node has joined the cluster as %q (%s).\n", r.Node, r.Role)
-	fmt.Fprintf(w, "  CA:                 %s\n", strings.Join(r.CACertHashes, ", "))
+	fmt.Fprintf(w, "  CA:                 %s (%s)\n", strings.Join(r.CACertHashes, ", "), r.CAVerification)
 	if r.CSR != "" {
 		fmt.Fprintf(w, "  client certificate: %s (CSR %s)\n", r.ClientCertificate, r.CSR)
 	}
