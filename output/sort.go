@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -16,6 +18,100 @@ import (
 type Sorter struct {
 	expr string
 	jp   *jsonpath.JSONPath
+}
+
+// NewSorterFor parses expr and checks a plain field path (".a.b", "{.a.b}") against the JSON
+// form of item's type, as kubectl refuses a path that matches nothing: a misspelled field
+// (".nmae") or kubectl's own object paths (".metadata.name") are refused, naming the fields
+// there are, instead of leaving the list unsorted. Other expressions (filters, indexes) are
+// parsed only.
+func NewSorterFor(expr string, item any) (*Sorter, error) {
+	s, err := NewSorter(expr)
+	if err != nil {
+		return nil, err
+	}
+	path := strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(expr), "{"), "}")
+	if !plainPath.MatchString(path) {
+		return s, nil
+	}
+	t := reflect.TypeOf(item)
+	prefix := ""
+	for _, name := range strings.Split(strings.TrimPrefix(path, "."), ".") {
+		t = deref(t)
+		if t.Kind() != reflect.Struct || len(jsonFields(t, "")) == 0 { // a leaf (time.Time has no JSON fields)
+			return nil, fmt.Errorf("%q: %s has no fields", expr, orTop(prefix))
+		}
+		f, ok := jsonField(t, name)
+		if !ok {
+			return nil, fmt.Errorf("%q matches nothing: %s has no field %q (its fields: %s)", expr, orTop(prefix), name, strings.Join(jsonFields(t, prefix), ", "))
+		}
+		prefix += "." + name
+		t = f
+	}
+	return s, nil
+}
+
+// plainPath is a JSONPath of field names only.
+var plainPath = regexp.MustCompile(`^(\.[A-Za-z_][A-Za-z0-9_]*)+$`)
+
+func orTop(prefix string) string {
+	if prefix == "" {
+		return "an item"
+	}
+	return prefix
+}
+
+func deref(t reflect.Type) reflect.Type {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
+		t = t.Elem()
+	}
+	return t
+}
+
+// jsonField finds the type of the field named name in t's JSON form (embedded structs inlined).
+func jsonField(t reflect.Type, name string) (reflect.Type, bool) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if tag == "-" || !f.IsExported() {
+			continue
+		}
+		if f.Anonymous && tag == "" {
+			if ft, ok := jsonField(deref(f.Type), name); ok {
+				return ft, true
+			}
+			continue
+		}
+		if tag == "" {
+			tag = f.Name
+		}
+		if tag == name {
+			return f.Type, true
+		}
+	}
+	return nil, false
+}
+
+// jsonFields lists t's JSON field paths under prefix, sorted.
+func jsonFields(t reflect.Type, prefix string) []string {
+	var out []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if tag == "-" || !f.IsExported() {
+			continue
+		}
+		if f.Anonymous && tag == "" {
+			out = append(out, jsonFields(deref(f.Type), prefix)...)
+			continue
+		}
+		if tag == "" {
+			tag = f.Name
+		}
+		out = append(out, prefix+"."+tag)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // NewSorter parses expr (with or without braces); the error names what is wrong with it.

@@ -49,3 +49,33 @@ func TestSortBy(t *testing.T) {
 		}
 	}
 }
+
+// A plain field path that matches nothing in the items' JSON form is refused, as kubectl
+// refuses it, naming the fields there are; real paths and other expressions pass.
+func TestSorterForRefusesPathsThatMatchNothing(t *testing.T) {
+	for _, ok := range []string{".name", "{.leaseAge.seconds}", "joinedAt", ".taints", "{.conditions[0].type}", "{.internalIPs[*]}"} {
+		if _, err := NewSorterFor(ok, Node{}); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for bad, want := range map[string]string{
+		".nmae":              `has no field "nmae" (its fields: `,
+		".metadata.name":     `an item has no field "metadata"`,
+		".leaseAge.secs":     `.leaseAge has no field "secs" (its fields: .leaseAge.seconds, .leaseAge.string)`,
+		"{.name.first}":      `.name has no fields`,
+		".expires.something": `.expires has no fields`,
+	} {
+		item := any(Node{})
+		if strings.HasPrefix(bad, ".expires") {
+			item = Token{}
+		}
+		_, err := NewSorterFor(bad, item)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", bad, err, want)
+		}
+	}
+	_, err := NewSorterFor(".nmae", Node{})
+	if err == nil || !strings.Contains(err.Error(), ".name") || !strings.Contains(err.Error(), ".joinedAt") {
+		t.Errorf("the refusal does not list the fields: %v", err)
+	}
+}

@@ -122,3 +122,20 @@ func TestNodesTableEscapesNodeData(t *testing.T) {
 		t.Errorf("the version is not shown escaped:\n%s", out)
 	}
 }
+
+// --sort-by with a path that matches nothing exits 2 naming it and the fields, before the
+// cluster is asked (kubectl refuses such a path too).
+func TestSortByPathThatMatchesNothing(t *testing.T) {
+	deps, client, root := adminHost(t)
+	client.ClearActions()
+	code, _, errs := runArgs(context.Background(), deps, "nodes", "--root", root, "--sort-by", ".metadata.name")
+	if code != 2 || !strings.Contains(errs, `".metadata.name" matches nothing`) || !strings.Contains(errs, ".joinedAt") {
+		t.Errorf("exit %d:\n%s", code, errs)
+	}
+	if acts := client.Actions(); len(acts) != 0 {
+		t.Errorf("the cluster was asked: %v", acts)
+	}
+	if code, _, errs := runArgs(context.Background(), deps, "token", "list", "--root", root, "--sort-by", ".nmae"); code != 2 || !strings.Contains(errs, ".expires") {
+		t.Errorf("token list: exit %d:\n%s", code, errs)
+	}
+}

@@ -20,12 +20,13 @@ func bindSortBy(cmd *cobra.Command, to *string, fields []string) {
 	cmd.Flags().StringVar(to, "sort-by", "", "sort the list by a JSONPath over its -o json items (as kubectl's --sort-by), e.g. "+strings.Join(fields[:min(2, len(fields))], " or "))
 }
 
-// sorterOf parses --sort-by (nil when unset); a bad expression is a usage error.
-func sorterOf(expr string) (*output.Sorter, error) {
+// sorterOf parses --sort-by over items shaped like item (nil when unset); a bad expression,
+// or a field path that matches nothing in item, is a usage error.
+func sorterOf(expr string, item any) (*output.Sorter, error) {
 	if expr == "" {
 		return nil, nil
 	}
-	s, err := output.NewSorter(expr)
+	s, err := output.NewSorterFor(expr, item)
 	if err != nil {
 		return nil, operr.Wrap(operr.Usage, err, "invalid --sort-by", "a JSONPath over the -o json items, e.g. .joinedAt or {.leaseAge.seconds}")
 	}

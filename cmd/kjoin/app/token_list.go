@@ -29,7 +29,7 @@ func newCmdTokenList(deps *Deps, g *Globals) *cobra.Command {
 }
 
 func runTokenList(ctx context.Context, deps *Deps, o *TokenListOptions) error {
-	sorter, err := sorterOf(o.SortBy)
+	sorter, err := sorterOf(o.SortBy, output.Token{})
 	if err != nil {
 		return err
 	}

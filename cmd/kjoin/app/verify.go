@@ -226,7 +226,7 @@ func runNodes(ctx context.Context, deps *Deps, o *NodesOptions) error {
 	if _, err := labels.Parse(o.Selector); err != nil {
 		bad = append(bad, operr.Wrap(operr.Usage, err, "invalid --selector "+strconv.Quote(o.Selector), "a kubectl label selector, e.g. node-role.kubernetes.io/control-plane or zone=a"))
 	}
-	sorter, err := sorterOf(o.SortBy)
+	sorter, err := sorterOf(o.SortBy, output.Node{})
 	if err != nil {
 		bad = append(bad, err)
 	}
