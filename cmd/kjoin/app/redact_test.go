@@ -28,3 +28,24 @@ func TestFlagParserErrorsNeverPrintATokenSecret(t *testing.T) {
 		}
 	}
 }
+
+// Every usage error exits 2 with the command's usage line, including cobra's argument checks;
+// an argument a bare optional-value flag would have taken is named with the '=' form.
+func TestArgumentErrorsAreUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"token", "delete"}, "usage: kjoin token delete"},
+		{[]string{"version", "extra"}, "usage: kjoin version"},
+		{[]string{"join", "cp.example:6443", "extra"}, "usage: kjoin join"},
+		{[]string{"join", "--wait", "kubelet", "cp.example:6443"}, "--wait=kubelet"},
+		{[]string{"verify", "--wait", "5s", "w1"}, "--wait=5s"},
+	} {
+		deps, _, _ := testDeps("", nil)
+		code, out, errs := runArgs(context.Background(), deps, tc.args...)
+		if code != 2 || !strings.Contains(out+errs, tc.want) {
+			t.Errorf("%v: exit %d, want 2 and %q:\n%s%s", tc.args, code, tc.want, out, errs)
+		}
+	}
+}

@@ -14,11 +14,13 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -121,9 +123,79 @@ func newRootCmd(deps *Deps, g *Globals) *cobra.Command {
 		&cobra.Command{Use: "exit-codes", Short: "What kjoin's exit codes mean (kjoin help exit-codes)",
 			Long: "kjoin exits with one of these codes (the same in --output json's error.code):\n\n" + operr.TextTable()})
 	refuseUnknownSubcommands(root)
+	usageArgs(root)
 	addExamples(root)
 	addCompletions(root, deps, g)
 	return root
+}
+
+// usageArgs makes every command's argument check a usage error (exit 2) with the command's
+// usage line, where cobra's own is a plain error (exit 1). An argument that a bare
+// optional-value flag just before it would have taken as its value (join --wait kubelet,
+// verify --wait 5s) is named, with the '=' form: pflag gives such a flag its default and
+// leaves the word as an argument.
+func usageArgs(c *cobra.Command) {
+	check := c.Args
+	if check == nil && !c.HasSubCommands() {
+		check = cobra.ArbitraryArgs // cobra's own default for a command without subcommands
+	}
+	if check != nil {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := bareFlagValue(cmd, args); err != nil {
+				return err
+			}
+			if err := check(cmd, args); err != nil {
+				return operr.Wrap(operr.Usage, err, "", "usage: "+cmd.UseLine())
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		usageArgs(sub)
+	}
+}
+
+// optionalValues are the words each optional-value flag takes as its value, by flag name
+// (nil: any word its own type accepts).
+var optionalValues = map[string][]string{"wait": {"ready", "kubelet", "none", "true", "false"}}
+
+// bareFlagValue refuses an argument that is a value of an optional-value flag given bare.
+func bareFlagValue(cmd *cobra.Command, args []string) error {
+	var err error
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if err != nil || f.NoOptDefVal == "" || f.Value.String() != normalizedDefault(f) {
+			return
+		}
+		for _, a := range args {
+			if !looksLikeValue(f, a) {
+				continue
+			}
+			err = operr.Newf(operr.Usage, "%q after --%s is an argument of %s, not the flag's value: a bare --%s means --%s=%s", a, f.Name, cmd.CommandPath(), f.Name, f.Name, f.NoOptDefVal).
+				WithHint(fmt.Sprintf("give the value with '=': --%s=%s", f.Name, a))
+			return
+		}
+	})
+	return err
+}
+
+// normalizedDefault is the flag's value when it was given bare, as its Value prints it.
+func normalizedDefault(f *pflag.Flag) string {
+	if d, err := time.ParseDuration(f.NoOptDefVal); err == nil && f.Value.Type() == "duration" {
+		return d.String()
+	}
+	return f.NoOptDefVal
+}
+
+// looksLikeValue reports whether word is a value flag f would accept.
+func looksLikeValue(f *pflag.Flag, word string) bool {
+	if vs, ok := optionalValues[f.Name]; ok && f.Value.Type() == "string" {
+		return slices.Contains(vs, word)
+	}
+	if f.Value.Type() == "duration" {
+		_, err := time.ParseDuration(word)
+		return err == nil
+	}
+	return false
 }
 
 // refuseUnknownSubcommands makes every command that only groups others (kjoin, token,
