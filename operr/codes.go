@@ -15,7 +15,7 @@ var Meanings = map[Code]string{
 	Trust:     "trust / discovery: CA pin mismatch, an unpinned CA in cluster-info, a server not holding a pinned-CA certificate for the endpoint, certificate name or time mismatch, unusable cluster-info, an issued certificate that is not the node's",
 	Auth:      "token / auth: unknown or expired token, wrong secret, missing RBAC, wrong certificate key, denied CSR",
 	Timeout:   "timeout",
-	Busy:      "busy, retryable: another control plane holds the etcd join lock",
+	Busy:      "busy, retryable: another control plane holds the etcd join lock; an etcd learner left by a join that did not finish blocks this one (named, see \"Nodes that have lived\")",
 	Verify:    "`kjoin verify`: a check failed; `kjoin diagnose`: the node is not healthy",
 }
 

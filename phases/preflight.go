@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -57,7 +58,14 @@ func runChecks(e *host.Env, s *State, phase string, checks []check) error {
 	if len(failed) == 0 {
 		return nil
 	}
-	sort.Strings(failed)
+	// Sorted, but root first: as another user most other checks fail for that reason alone.
+	sort.SliceStable(failed, func(i, j int) bool {
+		ri, rj := strings.HasPrefix(failed[i], "[ERROR IsPrivilegedUser]"), strings.HasPrefix(failed[j], "[ERROR IsPrivilegedUser]")
+		if ri != rj {
+			return ri
+		}
+		return failed[i] < failed[j]
+	})
 	return &operr.Error{
 		Code: operr.Preflight,
 		What: fmt.Sprintf("%d preflight check(s) failed:\n\t%s", len(failed), strings.Join(failed, "\n\t")),
@@ -207,8 +215,9 @@ func Defaults(e *host.Env, o *Options) error {
 		}
 		switch len(found) {
 		case 0:
-			return operr.Newf(operr.Preflight, "no container runtime socket found (tried %s)", strings.Join(knownCRISockets, ", ")).
-				WithHint("start the container runtime, or pass --cri-socket")
+			// As kubeadm: its default socket, which preflight's CRI check then reports (with
+			// every other failure, and ignorable with --ignore-preflight-errors=CRI).
+			o.CRISocket = knownCRISockets[0]
 		case 1:
 			o.CRISocket = found[0]
 		default:
@@ -237,6 +246,15 @@ func Defaults(e *host.Env, o *Options) error {
 	return nil
 }
 
+// RequireRoot refuses to change a host as another user (reset's first check; a join's is
+// preflight's IsPrivilegedUser, reported first among its failures).
+func RequireRoot(e *host.Env, what string) error {
+	if e.Geteuid != nil && e.Geteuid() != 0 {
+		return operr.Newf(operr.Preflight, "%s must run as root (user id %d)", what, e.Geteuid()).WithHint("run it with sudo, or as root")
+	}
+	return nil
+}
+
 // CheckAdvertiseAddress requires a global unicast or loopback IP, as kubeadm does.
 func CheckAdvertiseAddress(s string) error {
 	if ip := net.ParseIP(s); ip == nil || !(ip.IsGlobalUnicast() || ip.IsLoopback()) {
@@ -247,6 +265,9 @@ func CheckAdvertiseAddress(s string) error {
 
 func checkCRI(e *host.Env, s *State) error {
 	path := strings.TrimPrefix(s.Opts.CRISocket, "unix://")
+	if !e.Exists(path) && slices.Contains(knownCRISockets, s.Opts.CRISocket) {
+		return fmt.Errorf("no container runtime socket at %s (looked for %s): start the container runtime, or pass --cri-socket", path, strings.Join(knownCRISockets, ", "))
+	}
 	if !e.SocketReachable(e.Paths.Of(path)) {
 		return fmt.Errorf("container runtime is not answering on %s", s.Opts.CRISocket)
 	}

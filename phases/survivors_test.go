@@ -137,3 +137,33 @@ func TestUnpinnedDiscoveryWarns(t *testing.T) {
 		t.Errorf("pinned discovery: %v, warnings %q", err, ps.Warnings)
 	}
 }
+
+// As another user and without a container runtime, preflight reports both at once, root
+// first; the runtime check is ignorable as kubeadm's (no socket found: kubeadm's default).
+func TestPreflightReportsRootFirstAndTheRuntimeWithTheRest(t *testing.T) {
+	t.Parallel()
+	h := newTestHost(t)
+	if err := os.Remove(h.env.Paths.Of("/var/run/containerd/containerd.sock")); err != nil {
+		t.Fatal(err)
+	}
+	h.env.Geteuid = func() int { return 1000 }
+	h.env.SocketReachable = func(string) bool { return false }
+	o := h.options(t)
+	if o.CRISocket != "unix:///var/run/containerd/containerd.sock" {
+		t.Fatalf("no socket found: CRI socket %q, want kubeadm's default", o.CRISocket)
+	}
+	err := Preflight.Run(context.Background(), h.env, &State{Opts: o})
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) < 3 || !strings.Contains(lines[1], "IsPrivilegedUser") || !strings.Contains(lines[2], "[ERROR CRI]: no container runtime socket") {
+		t.Errorf("want root first, then the runtime:\n%v", err)
+	}
+	o.IgnorePreflight = map[string]bool{"cri": true}
+	h.env.Geteuid = func() int { return 0 }
+	s := &State{Opts: o}
+	if err := Preflight.Run(context.Background(), h.env, s); err != nil || !strings.Contains(strings.Join(s.Warnings, "\n"), "CRI") {
+		t.Errorf("--ignore-preflight-errors=CRI: %v, warnings %v", err, s.Warnings)
+	}
+	if err := RequireRoot(&host.Env{Geteuid: func() int { return 1000 }}, "kjoin reset"); err == nil || !strings.Contains(err.Error(), "kjoin reset must run as root") {
+		t.Errorf("reset as another user: %v", err)
+	}
+}

@@ -52,10 +52,13 @@ Running it again does nothing.`,
 }
 
 func runReset(ctx context.Context, deps *Deps, o *ResetOptions) error {
+	env := deps.NewEnv(o.g.Root, o.g.Verbosity)
+	if err := phases.RequireRoot(env, "kjoin reset"); err != nil {
+		return err
+	}
 	if err := confirmReset(deps, o); err != nil {
 		return err
 	}
-	env := deps.NewEnv(o.g.Root, o.g.Verbosity)
 	if !o.g.Output.Text() && o.g.Verbosity == 0 {
 		env.Out = nil
 	}
