@@ -237,12 +237,14 @@ type NodeList struct {
 
 // Token is a bootstrap token.
 type Token struct {
-	Token       string     `json:"token"`
-	ID          string     `json:"id"`
-	Expires     *time.Time `json:"expires,omitempty"`
-	Usages      []string   `json:"usages"`
-	Groups      []string   `json:"groups"`
-	Description string     `json:"description,omitempty"`
+	Token   string     `json:"token"`
+	ID      string     `json:"id"`
+	Expires *time.Time `json:"expires,omitempty"`
+	// Expired: past Expires (the API server no longer accepts it; the token cleaner deletes it soon).
+	Expired     bool     `json:"expired,omitempty"`
+	Usages      []string `json:"usages"`
+	Groups      []string `json:"groups"`
+	Description string   `json:"description,omitempty"`
 }
 
 // TokenList is kjoin token list's answer.

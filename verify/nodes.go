@@ -66,7 +66,7 @@ type Selection struct {
 func NodeMap(ctx context.Context, c kubernetes.Interface, clk Clock, sel Selection) ([]NodeInfo, error) {
 	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel.Selector})
 	if err != nil {
-		return nil, fmt.Errorf("list nodes: %w", err)
+		return nil, err // the caller names the call (list nodes)
 	}
 	if len(sel.Names) > 0 {
 		want := map[string]bool{}

@@ -133,7 +133,7 @@ func bindJoinFlags(f *pflag.FlagSet, o *JoinOptions) {
 	f.StringVar(&o.AdvertiseAddress, "apiserver-advertise-address", "", "address this control-plane node's API server advertises")
 	f.IntVar(&o.BindPort, "apiserver-bind-port", 6443, "port this control-plane node's API server binds")
 	f.StringVar(&o.Patches, "patches", "", "directory of kubeadm-style patches (kubeletconfiguration, etcd, kube-apiserver, ...)")
-	f.StringVar(&o.Wait, "wait", "ready", "what to wait for at the end: ready (the Node Ready), kubelet (the kubelet's /healthz, as kubeadm) or none; --wait alone = ready, --wait=false = none")
+	f.StringVar(&o.Wait, "wait", "ready", "what to wait for at the end: ready (the Node registered, then Ready for up to 15s, else a warning naming the blocking condition; --wait-ready requires Ready), kubelet (the kubelet's /healthz, as kubeadm) or none; --wait alone = ready, --wait=false = none")
 	f.Lookup("wait").NoOptDefVal = "ready"
 	f.BoolVar(&o.WaitReady, "wait-ready", false, "require the Node to become Ready")
 	f.DurationVar(&o.WaitReadyTimeout, "wait-ready-timeout", 4*time.Minute, "how long --wait-ready waits")

@@ -3,13 +3,16 @@ package app
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 // kjoin nodes takes names and a label selector; an unknown name or a bad selector is a usage
@@ -137,5 +140,44 @@ func TestSortByPathThatMatchesNothing(t *testing.T) {
 	}
 	if code, _, errs := runArgs(context.Background(), deps, "token", "list", "--root", root, "--sort-by", ".nmae"); code != 2 || !strings.Contains(errs, ".expires") {
 		t.Errorf("token list: exit %d:\n%s", code, errs)
+	}
+}
+
+// An expired token is marked so in text and JSON (the API server no longer accepts it).
+func TestTokenListMarksExpiredTokens(t *testing.T) {
+	deps, client, root := adminHost(t)
+	ctx := context.Background()
+	for id, exp := range map[string]time.Time{"aaaaaa": time.Now().Add(-time.Hour), "bbbbbb": time.Now().Add(time.Hour)} {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bootstrap-token-" + id, Namespace: "kube-system"}, Type: "bootstrap.kubernetes.io/token",
+			StringData: nil, Data: map[string][]byte{"token-id": []byte(id), "token-secret": []byte("0123456789abcdef"), "expiration": []byte(exp.UTC().Format(time.RFC3339)),
+				"usage-bootstrap-authentication": []byte("true"), "usage-bootstrap-signing": []byte("true")}}
+		if _, err := client.CoreV1().Secrets("kube-system").Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errs := runArgs(ctx, deps, "token", "list", "--root", root)
+	if code != 0 || strings.Count(out, "(expired)") != 1 || !strings.Contains(out, "aaaaaa.") {
+		t.Fatalf("exit %d:\n%s%s", code, out, errs)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "(expired)") && !strings.HasPrefix(l, "aaaaaa.") {
+			t.Errorf("the wrong token is marked expired: %s", l)
+		}
+	}
+	_, out, _ = runArgs(ctx, deps, "token", "list", "--root", root, "-o", "json")
+	if strings.Count(out, `"expired": true`) != 1 {
+		t.Errorf("JSON:\n%s", out)
+	}
+}
+
+// A failed list names the call once ("list nodes: list nodes:" was doubled).
+func TestNodesListErrorNamedOnce(t *testing.T) {
+	deps, client, root := adminHost(t)
+	client.PrependReactor("list", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("etcdserver: request timed out")
+	})
+	code, _, errs := runArgs(context.Background(), deps, "nodes", "--root", root)
+	if code == 0 || strings.Count(errs, "list nodes") != 1 || !strings.Contains(errs, "request timed out") {
+		t.Errorf("exit %d:\n%s", code, errs)
 	}
 }

@@ -166,7 +166,7 @@ func runTokenCreate(ctx context.Context, deps *Deps, o *TokenCreateOptions) erro
 	}
 	if ji == nil {
 		if !o.g.Output.Text() {
-			return printResult(deps, o.g, &output.TokenResult{Token: tokenOf(*info), Warnings: warnings}, nil)
+			return printResult(deps, o.g, &output.TokenResult{Token: tokenOf(*info, now), Warnings: warnings}, nil)
 		}
 		_, err := fmt.Fprintln(deps.Out, spec.Token.Full())
 		return err

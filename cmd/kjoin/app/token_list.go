@@ -43,7 +43,7 @@ func runTokenList(ctx context.Context, deps *Deps, o *TokenListOptions) error {
 	}
 	list := &output.TokenList{Items: []output.Token{}}
 	for _, t := range tokens {
-		list.Items = append(list.Items, tokenOf(t))
+		list.Items = append(list.Items, tokenOf(t, ac.clock.Now()))
 	}
 	if err := sortList(sorter, list.Items); err != nil {
 		return err
@@ -60,6 +60,9 @@ func runTokenList(ctx context.Context, deps *Deps, o *TokenListOptions) error {
 		exp := "never"
 		if t.Expires != nil {
 			exp = t.Expires.UTC().Format(time.RFC3339)
+			if t.Expired {
+				exp += " (expired)"
+			}
 		}
 		cells := []string{t.Token, exp, strings.Join(t.Usages, ","), dash(strings.Join(t.Groups, ","))}
 		if o.g.Output.Wide() {
@@ -71,6 +74,7 @@ func runTokenList(ctx context.Context, deps *Deps, o *TokenListOptions) error {
 }
 
 // tokenOf is a token as every command prints it.
-func tokenOf(t token.Info) output.Token {
-	return output.Token{Token: t.Token.Full(), ID: t.ID, Expires: t.Expires, Usages: t.Usages, Groups: t.Groups, Description: t.Description}
+func tokenOf(t token.Info, now time.Time) output.Token {
+	return output.Token{Token: t.Token.Full(), ID: t.ID, Expires: t.Expires, Expired: t.Expires != nil && !now.Before(*t.Expires),
+		Usages: t.Usages, Groups: t.Groups, Description: t.Description}
 }
