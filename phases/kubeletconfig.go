@@ -116,7 +116,14 @@ func runKubeletConfig(ctx context.Context, e *host.Env, s *State) error {
 			return err
 		}
 	}
-	e.Logf("kubelet-config", "wrote %s from the cluster's kubelet-config, %s and %s", host.KubeletConfigPath, host.KubeletInstancePath, host.KubeletFlagsPath)
+	switch {
+	case s.Opts.DryRun:
+		e.Logf("kubelet-config", "would write %s from the cluster's kubelet-config, %s and %s", host.KubeletConfigPath, host.KubeletInstancePath, host.KubeletFlagsPath)
+	case s.changes == before:
+		e.Logf("kubelet-config", "%s, %s and %s already hold this configuration", host.KubeletConfigPath, host.KubeletInstancePath, host.KubeletFlagsPath)
+	default:
+		e.Logf("kubelet-config", "wrote %s from the cluster's kubelet-config, %s and %s", host.KubeletConfigPath, host.KubeletInstancePath, host.KubeletFlagsPath)
+	}
 	return nil
 }
 

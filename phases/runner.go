@@ -32,9 +32,17 @@ type RunOptions struct {
 // Run executes the join workflow in order and returns the per-phase results. It stops at the
 // first error, wrapped with the phase name. After each phase the journal records it (saved
 // once the join has changed the host, so a refused join writes nothing).
+//
+// In a dry run a phase's change is what it plans (writes, API calls, repairs), and a phase that
+// plans one reports "would change" rather than "ran".
 func Run(ctx context.Context, e *host.Env, s *State, wf []Phase, o RunOptions) ([]PhaseResult, error) {
-	return workflow.Run(ctx, e, s, wf, workflow.Options{Skip: o.Skip, Only: o.Only, AfterPhase: o.AfterPhase}, workflow.Hooks[*State]{
-		Changes: func(s *State) int { return s.changes },
+	results, err := workflow.Run(ctx, e, s, wf, workflow.Options{Skip: o.Skip, Only: o.Only, AfterPhase: o.AfterPhase}, workflow.Hooks[*State]{
+		Changes: func(s *State) int {
+			if s.Opts.DryRun {
+				return len(s.PlannedWrites) + len(s.PlannedAPI) + len(s.Repairs)
+			}
+			return s.changes
+		},
 		Again:   "run the same command again to finish the join",
 		Before: func() error {
 			if s.Started.IsZero() {
@@ -64,6 +72,18 @@ func Run(ctx context.Context, e *host.Env, s *State, wf []Phase, o RunOptions) (
 			return nil
 		},
 	})
+	if s.Opts.DryRun {
+		readOnly := map[string]bool{}
+		for _, p := range wf {
+			readOnly[p.Name] = p.ReadOnly
+		}
+		for i := range results {
+			if results[i].Status == "ran" && !readOnly[results[i].Name] {
+				results[i].Status = "would change"
+			}
+		}
+	}
+	return results, err
 }
 
 func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }

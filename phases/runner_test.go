@@ -45,6 +45,17 @@ func TestDryRunChangesNothing(t *testing.T) {
 	if results[len(results)-1].Status != "skipped" {
 		t.Errorf("wait-ready should be skipped in a dry run: %+v", results)
 	}
+	// A dry run reports what it would change as such, and never says it wrote anything.
+	want := map[string]string{"preflight": "ran", "discovery": "ran", "tls-bootstrap": "would change", "replace-node": "unchanged",
+		"kubelet-config": "would change", "kubelet-start": "would change"}
+	for _, r := range results {
+		if w, ok := want[r.Name]; ok && r.Status != w {
+			t.Errorf("dry run: %s %s, want %s", r.Name, r.Status, w)
+		}
+	}
+	if out := h.out.String(); strings.Contains(out, "] wrote ") || !strings.Contains(out, "[kubelet-config] would write") {
+		t.Errorf("dry run progress:\n%s", out)
+	}
 }
 
 func TestSkipAndOnlyPhases(t *testing.T) {

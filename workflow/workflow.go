@@ -33,7 +33,7 @@ type Phase[S any] struct {
 // Result is what one phase did.
 type Result struct {
 	Name     string        `json:"name"`
-	Status   string        `json:"status"` // ran | skipped | unchanged | failed
+	Status   string        `json:"status"` // ran | skipped | unchanged | failed | would change (a dry run's plan)
 	Reason   string        `json:"reason,omitempty"`
 	Duration time.Duration `json:"-"`
 }
