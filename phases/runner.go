@@ -43,7 +43,7 @@ func Run(ctx context.Context, e *host.Env, s *State, wf []Phase, o RunOptions) (
 			}
 			return s.changes
 		},
-		Again:   "run the same command again to finish the join",
+		Again: "run the same command again to finish the join",
 		Before: func() error {
 			if s.Started.IsZero() {
 				s.Started = e.Clock.Now()
