@@ -19,6 +19,25 @@ type Status struct {
 	Terminal bool
 	// Clock drives the updates (a fake one in tests).
 	Clock clock.Clock
+	// Width is the terminal's width in columns, asked at each update (nil or 0: 80). The live
+	// line is fitted to it, its middle cut: a line that wraps leaves a stale row each second.
+	Width func() int
+}
+
+// fit shortens line to at most width-1 columns (the cursor's column stays free), cutting its
+// middle: the phase in front and the elapsed and remaining time at the end stay whole.
+func fit(line string, width int) string {
+	if width <= 0 {
+		width = 80
+	}
+	r := []rune(line)
+	max := width - 1
+	if len(r) <= max || max < 10 {
+		return line
+	}
+	tail := max / 2
+	head := max - tail - 1
+	return string(r[:head]) + "…" + string(r[len(r)-tail:])
 }
 
 // Status's timing: a wait shows after showAfter; a non-terminal repeats every every.
@@ -66,7 +85,11 @@ func (e *Env) Waiting(phase, what string, budget time.Duration) (done func()) {
 			}
 			logMu.Lock()
 			if st.Terminal {
-				liveLine = line()
+				width := 0
+				if st.Width != nil {
+					width = st.Width()
+				}
+				liveLine = fit(line(), width)
 				fmt.Fprint(st.Out, "\r\033[K"+liveLine)
 				next = time.Second
 			} else {

@@ -95,3 +95,30 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// The live line fits the terminal (its middle cut), so it never wraps into a stale row; the
+// phase and the time left stay whole. Without a width it fits 80 columns.
+func TestStatusLineFitsTheTerminal(t *testing.T) {
+	what := "cluster-info from control-plane.example.internal:6443, verified by the pinned CA and signed for token abcdef"
+	for _, width := range []int{0, 60, 200} {
+		clk := clocktesting.NewFakeClock(time.Unix(0, 0))
+		out := &syncBuffer{}
+		w := width
+		e := &Env{Out: out, Status: &Status{Out: out, Terminal: true, Clock: clk, Width: func() int { return w }}}
+		done := e.Waiting("discovery", what, 5*time.Minute)
+		step(t, clk, time.Second)
+		waitFor(t, out, "(1s, 4m59s left)")
+		done()
+		line := strings.TrimPrefix(strings.SplitN(out.String(), "\r\033[K", 3)[1], "")
+		cols := width
+		if cols == 0 {
+			cols = 80
+		}
+		if n := len([]rune(line)); n > cols-1 || !strings.HasPrefix(line, "[discovery] waiting for ") {
+			t.Errorf("width %d: %d columns: %q", width, n, line)
+		}
+		if width == 200 && strings.Contains(line, "…") {
+			t.Errorf("a line that fits was cut: %q", line)
+		}
+	}
+}

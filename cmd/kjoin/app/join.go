@@ -159,7 +159,7 @@ func runJoin(cmd *cobra.Command, deps *Deps, o *JoinOptions) error {
 	}
 	env := deps.NewEnv(o.g.Root, o.Verbosity)
 	env.Out = progressOut
-	env.Status = &host.Status{Out: progressOut, Terminal: progressOut == deps.Err && deps.ErrIsTerminal != nil && deps.ErrIsTerminal(), Clock: env.Clock}
+	env.Status = &host.Status{Out: progressOut, Terminal: progressOut == deps.Err && deps.ErrIsTerminal != nil && deps.ErrIsTerminal(), Clock: env.Clock, Width: deps.ErrWidth}
 	var warnings []string
 	warn := func(s string) {
 		warnings = append(warnings, s)

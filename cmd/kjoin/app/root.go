@@ -51,6 +51,8 @@ type Deps struct {
 	InIsTerminal func() bool
 	// ErrIsTerminal reports whether Err is a terminal (waits then show as a live line).
 	ErrIsTerminal func() bool
+	// ErrWidth is the width of Err's terminal in columns (0: unknown).
+	ErrWidth func() int
 }
 
 // Main runs kjoin with the process's arguments and returns the exit code.
@@ -63,6 +65,13 @@ func Main() int {
 		NewEnv:        func(root string, v int) *host.Env { return HostEnv(root, v, os.Stderr) },
 		InIsTerminal:  func() bool { return term.IsTerminal(int(os.Stdin.Fd())) },
 		ErrIsTerminal: func() bool { return term.IsTerminal(int(os.Stderr.Fd())) },
+		ErrWidth: func() int {
+			w, _, err := term.GetSize(int(os.Stderr.Fd()))
+			if err != nil {
+				return 0
+			}
+			return w
+		},
 	}
 	return Run(ctx, deps, os.Args[1:])
 }
