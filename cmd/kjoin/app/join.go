@@ -147,19 +147,14 @@ func (o *JoinOptions) resolve(deps *Deps) (*joinconfig.Result, error) {
 }
 
 func runJoin(cmd *cobra.Command, deps *Deps, o *JoinOptions) error {
-	var progress bytes.Buffer
+	// Progress goes to stderr in every mode, as kubectl's: in machine mode (-o json) stdout
+	// holds the answer alone, and a long wait still shows in a journal or a playbook's log.
 	progressOut := deps.Err
 	// A bad -o is reported with the other bad values, in text.
 	machine := !o.g.Output.Text() && o.OutputError == ""
-	if machine {
-		progressOut = &progress // JSON mode: progress only at -v, still on stderr
-		if o.Verbosity > 0 {
-			progressOut = deps.Err
-		}
-	}
 	env := deps.NewEnv(o.g.Root, o.Verbosity)
 	env.Out = progressOut
-	env.Status = &host.Status{Out: progressOut, Terminal: progressOut == deps.Err && deps.ErrIsTerminal != nil && deps.ErrIsTerminal(), Clock: env.Clock, Width: deps.ErrWidth}
+	env.Status = &host.Status{Out: progressOut, Terminal: !machine && deps.ErrIsTerminal != nil && deps.ErrIsTerminal(), Clock: env.Clock, Width: deps.ErrWidth}
 	var warnings []string
 	warn := func(s string) {
 		warnings = append(warnings, s)
