@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -49,6 +51,26 @@ const (
 // liveLine is the live status line on the terminal, "" when none is shown (guarded by logMu).
 var liveLine string
 
+// notes are the last thing each phase's current wait met (guarded by logMu): shown in its line.
+var notes = map[string]string{}
+
+// Note records what a phase's wait last met (an error, a refusal, who it waits for), shown
+// quoted and short in that wait's status line; "" clears it. Retry loops call it with each
+// failed attempt, so a wait says why it still waits, not only that it does.
+func (e *Env) Note(phase, what string) {
+	logMu.Lock()
+	defer logMu.Unlock()
+	if what == "" {
+		delete(notes, phase)
+		return
+	}
+	r := []rune(strings.Join(strings.Fields(what), " "))
+	if len(r) > 100 {
+		r = append(r[:99], '…')
+	}
+	notes[phase] = string(r)
+}
+
 // clearLive removes the live line before other output (logMu held).
 func clearLive(w io.Writer) {
 	if liveLine != "" {
@@ -72,7 +94,11 @@ func (e *Env) Waiting(phase, what string, budget time.Duration) (done func()) {
 		if left < 0 {
 			left = 0
 		}
-		return fmt.Sprintf("[%s] waiting for %s (%s, %s left)", phase, what, since.Round(time.Second), left.Round(time.Second))
+		last := ""
+		if n := notes[phase]; n != "" {
+			last = "; last: " + strconv.Quote(n)
+		}
+		return fmt.Sprintf("[%s] waiting for %s (%s, %s left%s)", phase, what, since.Round(time.Second), left.Round(time.Second), last)
 	}
 	go func() {
 		defer close(stopped)
@@ -103,6 +129,7 @@ func (e *Env) Waiting(phase, what string, budget time.Duration) (done func()) {
 		close(stop)
 		<-stopped
 		logMu.Lock()
+		delete(notes, phase)
 		if st.Terminal {
 			clearLive(st.Out)
 		}

@@ -122,3 +122,21 @@ func TestStatusLineFitsTheTerminal(t *testing.T) {
 		}
 	}
 }
+
+// A wait line says what the wait last met (quoted, short); the note ends with the wait.
+func TestStatusLineNamesTheLastError(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
+	out := &syncBuffer{}
+	e := &Env{Out: out, Status: &Status{Out: out, Clock: clk}}
+	done := e.Waiting("discovery", "cluster-info from cp:6443", 5*time.Minute)
+	e.Note("discovery", "cluster-info not readable yet (Get \"https://cp:6443/api\": dial tcp 10.0.0.1:6443: connect: connection refused); retrying")
+	step(t, clk, time.Second)
+	waitFor(t, out, `(1s, 4m59s left; last: "cluster-info not readable yet (Get \"https://cp:6443/api\": dial tcp 10.0.0.1:6443: connect: connecti…")`)
+	done()
+	clk2 := clocktesting.NewFakeClock(time.Unix(0, 0))
+	e.Status.Clock = clk2
+	done2 := e.Waiting("discovery", "again", time.Minute)
+	step(t, clk2, time.Second)
+	waitFor(t, out, "again (1s, 59s left)\n")
+	done2()
+}

@@ -58,6 +58,10 @@ func (a *authRetry) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
+// WrappedRoundTripper lets client-go reach the transport underneath to cancel a request that
+// timed out; without it client-go logs "unable to cancel request" onto the operator's output.
+func (a *authRetry) WrappedRoundTripper() http.RoundTripper { return a.next }
+
 type retryError string
 
 func (e retryError) Error() string { return string(e) }

@@ -50,3 +50,14 @@ func TestAuthRetryRidesOutAPIServerStart(t *testing.T) {
 		t.Errorf("a lasting 401 was tried %d times in %s (fake clock: should be quick, several tries)", calls.Load(), time.Since(start))
 	}
 }
+
+// client-go cancels a timed-out request through the wrapped transport (else it logs "unable
+// to cancel request" onto the operator's output).
+func TestAuthRetryExposesItsTransport(t *testing.T) {
+	next := &http.Transport{}
+	var rt http.RoundTripper = &authRetry{next: next}
+	w, ok := rt.(interface{ WrappedRoundTripper() http.RoundTripper })
+	if !ok || w.WrappedRoundTripper() != next {
+		t.Error("authRetry does not expose the transport it wraps")
+	}
+}

@@ -56,7 +56,10 @@ func runDiscovery(ctx context.Context, e *host.Env, s *State) error {
 			UnsafeSkipCAVerification: s.Opts.UnsafeSkipCAVerification,
 			Timeout:                  s.Opts.Timeouts.Discovery,
 			Clock:                    e.Clock,
-			Logf:                     func(f string, a ...any) { e.Debugf("discovery", f, a...) },
+			Logf: func(f string, a ...any) {
+				e.Debugf("discovery", f, a...)
+				e.Note("discovery", fmt.Sprintf(f, a...)) // the wait line says why it still waits
+			},
 		})
 		waited()
 		if err != nil {
