@@ -279,6 +279,9 @@ func (v *validator) fromConfig(f Flags, in *input, po *phases.Options) *input {
 		v.bad("--config", f.ConfigPath, "a file with one valid "+APIVersion+" JoinConfiguration: "+err.Error())
 		return nil
 	}
+	if st, err := os.Stat(f.ConfigPath); err == nil && st.Mode().Perm()&0o077 != 0 && configHoldsSecrets(jc) {
+		v.warn(fmt.Sprintf("--config %s holds a token or certificate key and is readable by other users (mode %04o): chmod 600 it", f.ConfigPath, st.Mode().Perm()))
+	}
 	from := func(field string) string { return "JoinConfiguration " + field }
 	out := &input{secret: in.secret, ignore: append(slices.Clone(in.ignore), jc.NodeRegistration.IgnorePreflightErrors...)}
 	if bt := jc.Discovery.BootstrapToken; bt != nil {
@@ -623,4 +626,16 @@ func (v *validator) err() error {
 		what = "invalid input: " + v.problems[0]
 	}
 	return operr.New(operr.Usage, what, "fix the values above (kjoin join --help); nothing on this host was touched")
+}
+
+// configHoldsSecrets reports whether a JoinConfiguration carries a bootstrap token or a
+// certificate key (a --config with neither may be world-readable).
+func configHoldsSecrets(jc *JoinConfiguration) bool {
+	if jc.Discovery.TLSBootstrapToken != "" {
+		return true
+	}
+	if bt := jc.Discovery.BootstrapToken; bt != nil && bt.Token != "" {
+		return true
+	}
+	return jc.ControlPlane != nil && jc.ControlPlane.CertificateKey != ""
 }

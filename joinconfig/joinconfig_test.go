@@ -340,3 +340,26 @@ func TestKubeadmPhaseNamesInSkipPhases(t *testing.T) {
 		t.Fatalf("partial sub-phase and typo not both refused: %v", err)
 	}
 }
+
+// A --config holding a token or a certificate key draws the same warning as a --token-file
+// others can read; one without secrets does not.
+func TestWorldReadableConfigWithSecretsWarns(t *testing.T) {
+	dir := t.TempDir()
+	withToken := writeFile(t, dir, "a.yaml", "apiVersion: kubeadm.k8s.io/v1beta4\nkind: JoinConfiguration\ndiscovery:\n  bootstrapToken:\n    apiServerEndpoint: 10.0.0.1:6443\n    token: "+goodToken+"\n    caCertHashes: ["+goodPin+"]\n", 0o644)
+	res, err := resolve(t, Flags{ConfigPath: withToken, Output: "text", Wait: "true", WaitReadyTimeout: time.Minute}, nil)
+	if err != nil || !strings.Contains(strings.Join(res.Warnings, "\n"), "holds a token or certificate key and is readable by other users (mode 0644)") {
+		t.Errorf("err %v warnings %q", err, res.Warnings)
+	}
+	if strings.Contains(strings.Join(res.Warnings, "\n"), "0123456789abcdef") {
+		t.Errorf("a warning shows the secret: %q", res.Warnings)
+	}
+	if err := os.Chmod(withToken, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, _ = resolve(t, Flags{ConfigPath: withToken, Output: "text", Wait: "true", WaitReadyTimeout: time.Minute}, nil)
+	for _, w := range res.Warnings {
+		if strings.Contains(w, "readable by other users") {
+			t.Errorf("0600 config: %q", w)
+		}
+	}
+}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"kjoin.dev/kjoin/host"
@@ -112,5 +114,49 @@ func TestJournalOwnedByAnotherUserIsRefused(t *testing.T) {
 	}
 	if !h.env.Exists(host.KubeletKubeconfig) {
 		t.Error("a refused journal's file was removed")
+	}
+}
+
+// A journal that is a symlink, a FIFO or mode 0644 is refused; it is checked and read through
+// one descriptor (a FIFO would block a read, a symlink is never followed).
+func TestJournalThatIsNotAPlainPrivateFileIsRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		make func(t *testing.T, p string)
+		want string
+	}{
+		{"symlink", func(t *testing.T, p string) {
+			target := filepath.Join(filepath.Dir(p), "elsewhere.json")
+			if err := os.WriteFile(target, []byte(`{"node":"w1"}`), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(target, p); err != nil {
+				t.Fatal(err)
+			}
+		}, "a symlink"},
+		{"fifo", func(t *testing.T, p string) {
+			if err := syscall.Mkfifo(p, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, "not a regular file"},
+		{"0644", func(t *testing.T, p string) {
+			if err := os.WriteFile(p, []byte(`{"node":"w1"}`), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, "mode 0644"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newTestHost(t)
+			p := h.env.Paths.Of(JournalPath)
+			if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			tc.make(t, p)
+			_, err := LoadJournal(h.env)
+			if operr.CodeOf(err) != operr.Preflight || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%v, want a refusal naming %q", err, tc.want)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package phases
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"slices"
@@ -45,10 +46,7 @@ type Journal struct {
 // other than root could have written (not a root-owned 0600 regular file) is refused, and so
 // is one that names a pending key anywhere but kjoin's own path: joins and reset act on it.
 func LoadJournal(e *host.Env) (*Journal, error) {
-	if err := checkJournalFile(e); err != nil {
-		return nil, err
-	}
-	b, err := e.ReadFile(JournalPath)
+	b, err := readJournalFile(e)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &Journal{}, nil
 	}
@@ -74,17 +72,35 @@ func journalError(err error) error {
 	return operr.Wrap(operr.Other, err, "cannot read the join journal "+JournalPath, "remove it (kjoin reset) if it is corrupt")
 }
 
-// checkJournalFile refuses a journal that someone other than root (this process's user)
-// could have written, or that is not a plain file: a join and reset delete what it lists.
-func checkJournalFile(e *host.Env) error {
-	st, err := os.Lstat(e.Paths.Of(JournalPath))
+// readJournalFile reads the journal, refusing one that someone other than root (this
+// process's user) could have written, or that is not a plain file: a join and reset delete
+// what it lists. The checks and the read use one descriptor (opened without following a
+// symlink, without blocking on a FIFO), so the file checked is the file read.
+func readJournalFile(e *host.Env) ([]byte, error) {
+	hint := "check who changed it; if it is the join's own record, restore it with chown root:root " + JournalPath + " && chmod 600 " + JournalPath + " (or remove it: reset then uses kubeadm's file list)"
+	f, err := os.OpenFile(e.Paths.Of(JournalPath), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return nil, err
+	}
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, operr.Newf(operr.Preflight, "the join journal %s is not a regular file (a symlink); kjoin will not act on it", JournalPath).WithHint(hint)
 	}
 	if err != nil {
-		return operr.Wrap(operr.Other, err, "cannot inspect the join journal "+JournalPath, "")
+		return nil, operr.Wrap(operr.Other, err, "cannot open the join journal "+JournalPath, "")
 	}
-	hint := "check who changed it; if it is the join's own record, restore it with chown root:root " + JournalPath + " && chmod 600 " + JournalPath + " (or remove it: reset then uses kubeadm's file list)"
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, operr.Wrap(operr.Other, err, "cannot inspect the join journal "+JournalPath, "")
+	}
+	if err := checkJournalStat(st, hint); err != nil {
+		return nil, err
+	}
+	return io.ReadAll(f)
+}
+
+// checkJournalStat applies the journal's rules to what its open descriptor says.
+func checkJournalStat(st os.FileInfo, hint string) error {
 	if !st.Mode().IsRegular() {
 		return operr.Newf(operr.Preflight, "the join journal %s is not a regular file (%s); kjoin will not act on it", JournalPath, st.Mode().Type()).
 			WithHint(hint)
