@@ -267,6 +267,14 @@ func (e *Env) ClientFor(k Kubeconfig) (kubernetes.Interface, *rest.Config, error
 	if err != nil {
 		return nil, nil, fmt.Errorf("kubeconfig %s is not usable: %w", k, err)
 	}
+	if cfg.ExecProvider != nil {
+		if loose := othersMayWrite(e, k.Paths); loose != "" {
+			if k.From != "--kubeconfig" {
+				return nil, nil, fmt.Errorf("kubeconfig %s runs the exec plugin %q, and %s: kjoin runs as root and will not run what another user may have put there; fix the modes (chmod go-w), or name the file with --kubeconfig to run it anyway", k, cfg.ExecProvider.Command, loose)
+			}
+			e.Logf("kubeconfig", "WARNING: %s runs the exec plugin %q as root, and %s (named with --kubeconfig: running it anyway)", k, cfg.ExecProvider.Command, loose)
+		}
+	}
 	if len(cfg.CAData) == 0 && cfg.CAFile != "" { // callers pin and verify with the CA's bytes
 		if cfg.CAData, err = os.ReadFile(cfg.CAFile); err != nil {
 			return nil, nil, fmt.Errorf("kubeconfig %s: %w", k, err)
@@ -278,6 +286,22 @@ func (e *Env) ClientFor(k Kubeconfig) (kubernetes.Interface, *rest.Config, error
 		return nil, nil, err
 	}
 	return c, cfg, nil
+}
+
+// othersMayWrite names the first kubeconfig file, or its directory, that users other than
+// its owner may write (group or others write bit; a sticky directory such as /tmp counts for
+// the file only); "" when none.
+func othersMayWrite(e *Env, paths []string) string {
+	for _, p := range paths {
+		if st, err := os.Stat(e.Paths.Of(p)); err == nil && st.Mode().Perm()&0o022 != 0 {
+			return fmt.Sprintf("%s is writable by other users (mode %04o)", p, st.Mode().Perm())
+		}
+		dir := path.Dir(p)
+		if st, err := os.Stat(e.Paths.Of(dir)); err == nil && st.Mode().Perm()&0o022 != 0 && st.Mode()&os.ModeSticky == 0 {
+			return fmt.Sprintf("its directory %s is writable by other users (mode %04o)", dir, st.Mode().Perm())
+		}
+	}
+	return ""
 }
 
 // Poll calls cond at once and then every interval on e.Clock, until it reports done, returns
