@@ -101,14 +101,7 @@ func reinstall(t *testing.T, c *framework.Cluster, hosts ...string) {
 func expireClientCert(t *testing.T, c *framework.Cluster, host string) *x509.Certificate {
 	t.Helper()
 	c.MustRun(t, host, "systemctl", "stop", "kubelet")
-	target, err := os.Readlink(c.HostPath(host, "/var/lib/kubelet/pki/kubelet-client-current.pem"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(c.HostPath(host, target))
-	if err != nil {
-		t.Fatal(err)
-	}
+	target, b := clientCertFile(t, c, host)
 	key, err := pki.ParseKey(b)
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +129,8 @@ func expireClientCert(t *testing.T, c *framework.Cluster, host string) *x509.Cer
 	return cert
 }
 
-func currentClientCert(t *testing.T, c *framework.Cluster, host string) *x509.Certificate {
+// clientCertFile is the file kubelet-client-current.pem links to on host, and its content.
+func clientCertFile(t *testing.T, c *framework.Cluster, host string) (string, []byte) {
 	t.Helper()
 	target, err := os.Readlink(c.HostPath(host, "/var/lib/kubelet/pki/kubelet-client-current.pem"))
 	if err != nil {
@@ -146,6 +140,12 @@ func currentClientCert(t *testing.T, c *framework.Cluster, host string) *x509.Ce
 	if err != nil {
 		t.Fatal(err)
 	}
+	return target, b
+}
+
+func currentClientCert(t *testing.T, c *framework.Cluster, host string) *x509.Certificate {
+	t.Helper()
+	_, b := clientCertFile(t, c, host)
 	cert, err := pki.ParseCert(b)
 	if err != nil {
 		t.Fatal(err)

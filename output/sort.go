@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"reflect"
 	"regexp"
 	"slices"
@@ -70,23 +71,9 @@ func deref(t reflect.Type) reflect.Type {
 
 // jsonField finds the type of the field named name in t's JSON form (embedded structs inlined).
 func jsonField(t reflect.Type, name string) (reflect.Type, bool) {
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if tag == "-" || !f.IsExported() {
-			continue
-		}
-		if f.Anonymous && tag == "" {
-			if ft, ok := jsonField(deref(f.Type), name); ok {
-				return ft, true
-			}
-			continue
-		}
-		if tag == "" {
-			tag = f.Name
-		}
+	for tag, ft := range jsonTags(t) {
 		if tag == name {
-			return f.Type, true
+			return ft, true
 		}
 	}
 	return nil, false
@@ -95,23 +82,38 @@ func jsonField(t reflect.Type, name string) (reflect.Type, bool) {
 // jsonFields lists t's JSON field paths under prefix, sorted.
 func jsonFields(t reflect.Type, prefix string) []string {
 	var out []string
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if tag == "-" || !f.IsExported() {
-			continue
-		}
-		if f.Anonymous && tag == "" {
-			out = append(out, jsonFields(deref(f.Type), prefix)...)
-			continue
-		}
-		if tag == "" {
-			tag = f.Name
-		}
+	for tag := range jsonTags(t) {
 		out = append(out, prefix+"."+tag)
 	}
 	slices.Sort(out)
 	return out
+}
+
+// jsonTags yields each field of t's JSON form, its name and type, embedded structs inlined.
+func jsonTags(t reflect.Type) iter.Seq2[string, reflect.Type] {
+	return func(yield func(string, reflect.Type) bool) {
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if tag == "-" || !f.IsExported() {
+				continue
+			}
+			if f.Anonymous && tag == "" {
+				for n, ft := range jsonTags(deref(f.Type)) {
+					if !yield(n, ft) {
+						return
+					}
+				}
+				continue
+			}
+			if tag == "" {
+				tag = f.Name
+			}
+			if !yield(tag, f.Type) {
+				return
+			}
+		}
+	}
 }
 
 // NewSorter parses expr (with or without braces); the error names what is wrong with it.

@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 
 	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/kubelet"
@@ -44,19 +43,11 @@ func runReplaceNode(ctx context.Context, e *host.Env, s *State) error {
 	name := s.Opts.NodeName
 	client := s.BootstrapClient // a dry run has no identity of its own: read what the token may
 	if !s.Opts.DryRun {
-		if s.NodeClient == nil {
-			c, err := e.NewClient(&rest.Config{
-				Host:            s.Discovery.Server,
-				TLSClientConfig: rest.TLSClientConfig{CAData: s.Discovery.CAData, CertFile: e.Paths.Of(host.KubeletClientCurrent), KeyFile: e.Paths.Of(host.KubeletClientCurrent)},
-				Timeout:         10 * time.Second,
-				UserAgent:       "kjoin",
-			})
-			if err != nil {
-				return fmt.Errorf("node client: %w", err)
-			}
-			s.NodeClient = c
+		c, err := nodeClient(e, s)
+		if err != nil {
+			return err
 		}
-		client = s.NodeClient
+		client = c
 	}
 	node := s.StaleNode
 	if n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err == nil {

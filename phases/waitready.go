@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
@@ -38,21 +39,31 @@ var WaitReady = Phase{ReadOnly: true,
 	Run: runWaitReady,
 }
 
+// nodeClient is the client with the node's own identity (the kubelet's current client
+// certificate) at the discovered API server, built once (s.NodeClient).
+func nodeClient(e *host.Env, s *State) (kubernetes.Interface, error) {
+	if s.NodeClient != nil {
+		return s.NodeClient, nil
+	}
+	c, err := e.NewClient(&rest.Config{
+		Host:            s.Discovery.Server,
+		TLSClientConfig: rest.TLSClientConfig{CAData: s.Discovery.CAData, CertFile: e.Paths.Of(host.KubeletClientCurrent), KeyFile: e.Paths.Of(host.KubeletClientCurrent)},
+		Timeout:         10 * time.Second,
+		UserAgent:       "kjoin",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("node client: %w", err)
+	}
+	s.NodeClient = c
+	return c, nil
+}
+
 func runWaitReady(ctx context.Context, e *host.Env, s *State) error {
 	if s.Opts.WaitKubeletOnly {
 		return waitKubeletHealthy(ctx, e, s)
 	}
-	if s.NodeClient == nil {
-		client, err := e.NewClient(&rest.Config{
-			Host:            s.Discovery.Server,
-			TLSClientConfig: rest.TLSClientConfig{CAData: s.Discovery.CAData, CertFile: e.Paths.Of(host.KubeletClientCurrent), KeyFile: e.Paths.Of(host.KubeletClientCurrent)},
-			Timeout:         10 * time.Second,
-			UserAgent:       "kjoin",
-		})
-		if err != nil {
-			return fmt.Errorf("node client: %w", err)
-		}
-		s.NodeClient = client
+	if _, err := nodeClient(e, s); err != nil {
+		return err
 	}
 	name := s.Opts.NodeName
 	var node *corev1.Node
