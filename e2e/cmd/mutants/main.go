@@ -21,7 +21,7 @@ var mutations = []mutation{
 	{"phases/tlsbootstrap.go", "if err != nil || cert.Subject.CommonName != \"system:node:\"+s.Opts.NodeName {", "if err != nil {", "./phases", "TestResumedIdentity"},
 	{"phases/tlsbootstrap.go", "\t\ts.Warn(e, \"tls-bootstrap\", \"CSR %s of an interrupted run is gone; creating a new one\", j.CSR)\n\t\tforgetCSR(e, s)\n\t\treturn \"\"", "\t\ts.Warn(e, \"tls-bootstrap\", \"CSR %s of an interrupted run is gone; creating a new one\", j.CSR)", "./phases", "TestVanishedCSR"},
 	{"phases/reset.go", "strings.HasPrefix(clean, strings.TrimSuffix(dir, \"/\")+\"/\")", "strings.HasPrefix(clean, strings.TrimSuffix(dir, \"/\"))", "./phases", "TestResetConfinement|TestResetDeletes"},
-	{"phases/journal.go", "if !st.Mode().IsRegular() {", "if false {", "./phases", "TestJoinRefusesAnUntrustedJournal"},
+	{"phases/journal.go", "if !st.Mode().IsRegular() {", "if false {", "./phases", "TestJoinRefusesAnUntrustedJournal|TestJournalThatIsNotAPlainPrivateFileIsRefused"},
 	{"phases/journal.go", "sys.Uid != 0 && int(sys.Uid) != os.Geteuid()", "false", "./phases", "TestJournalOwnedBy"},
 	{"verify/verify.go", "\tif holder != name {", "\tif false {", "./verify", "TestFaultsAreNamed"},
 	{"cmd/kjoin/app/render.go", "out.Retryable = e.Retryable || code == operr.Busy || code == operr.Timeout", "out.Retryable = e.Retryable", "./cmd/kjoin/app", "TestErrorJSONRetryable"},
