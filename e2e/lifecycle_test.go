@@ -336,7 +336,17 @@ func TestNodesThatHaveLived(t *testing.T) {
 	if ms, _ := c.EtcdMembers(ctx); !slices.ContainsFunc(ms, func(m lab.EtcdMember) bool { return m.ID == formerCP3 && !m.Learner }) {
 		t.Fatalf("cp3's former member %x is not a voter before the rejoin: %s", formerCP3, describe(ms))
 	}
-	c.MustRun(t, "cp1", "kjoin", "token", "create", "--allow-node-replace", "--ttl", "10m")
+	// The permission --replace needs on a worker (the Node authorizer never lets a node delete
+	// its Node by itself); taken back when the test ends, with the token this made.
+	tok := c.MustRun(t, "cp1", "kjoin", "token", "create", "--allow-node-replace", "--ttl", "10m")
+	t.Cleanup(func() {
+		c.Run(t, "cp1", "kjoin", "token", "delete", strings.TrimSpace(tok.Stdout))
+		_ = c.Client.RbacV1().ClusterRoleBindings().Delete(context.Background(), "kjoin:node-replace-self", metav1.DeleteOptions{})
+		_ = c.Client.RbacV1().ClusterRoles().Delete(context.Background(), "kjoin:node-replace-self", metav1.DeleteOptions{})
+	})
+	if _, err := c.Client.RbacV1().ClusterRoleBindings().Get(ctx, "kjoin:node-replace-self", metav1.GetOptions{}); err != nil {
+		t.Fatalf("kjoin token create --allow-node-replace made no binding: %v", err)
+	}
 
 	t.Run("w1 without --replace takes the Node over and is told what it inherits", func(t *testing.T) {
 		r := kjoinJoin(t, c, "w1", "-o", "json")
