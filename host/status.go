@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"kjoin.dev/kjoin/token"
 )
 
 // Status says what a command waits for, once a wait has lasted a second: on a terminal as one
@@ -64,7 +66,7 @@ func (e *Env) Note(phase, what string) {
 		delete(notes, phase)
 		return
 	}
-	r := []rune(strings.Join(strings.Fields(what), " "))
+	r := []rune(strings.Join(strings.Fields(token.Redact(what)), " ")) // an echoed input never shows a secret
 	if len(r) > 100 {
 		r = append(r[:99], '…')
 	}

@@ -140,3 +140,18 @@ func TestStatusLineNamesTheLastError(t *testing.T) {
 	waitFor(t, out, "again (1s, 59s left)\n")
 	done2()
 }
+
+// A note echoes errors, which may echo inputs: anything shaped like a token is hidden.
+func TestNoteNeverShowsASecret(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
+	out := &syncBuffer{}
+	e := &Env{Out: out, Status: &Status{Out: out, Clock: clk}}
+	done := e.Waiting("discovery", "cluster-info", time.Minute)
+	e.Note("discovery", "bad endpoint abcdef.0123456789abcdef: no such host")
+	step(t, clk, time.Second)
+	waitFor(t, out, "abcdef.<hidden>")
+	done()
+	if strings.Contains(out.String(), "0123456789abcdef") {
+		t.Errorf("the wait line shows the secret: %q", out.String())
+	}
+}
