@@ -280,27 +280,7 @@ func (j *Join) quorumLost(ctx context.Context) error {
 	if j.Status == nil || len(j.members) == 0 {
 		return nil
 	}
-	var voters, healthy int
-	var detail []string
-	for _, m := range j.members {
-		if m.IsLearner {
-			continue
-		}
-		voters++
-		name := m.Name
-		if name == "" {
-			name = strconv.FormatUint(m.ID, 16)
-		}
-		if len(m.ClientURLs) == 0 {
-			detail = append(detail, name+": not started")
-			continue
-		}
-		if h := Probe(ctx, j.Status, m.ClientURLs[0]); h.OK() {
-			healthy++
-		} else {
-			detail = append(detail, name+": "+h.String())
-		}
-	}
+	voters, healthy, detail := j.voterHealth(ctx, j.members, 0)
 	if healthy > voters/2 {
 		j.lostFrom = time.Time{}
 		return nil
@@ -314,6 +294,36 @@ func (j *Join) quorumLost(ctx context.Context) error {
 	return &operr.Error{Code: operr.Other, Retryable: true,
 		What: fmt.Sprintf("etcd lost quorum during the join: %d of %d voting members have a leader (%s)", healthy, voters, strings.Join(detail, ", ")),
 		Hint: "bring the other control planes' etcd back (quorum needs a majority of voters), then run the same command again"}
+}
+
+// voterHealth asks every voting member but skip for its status: how many voters there are
+// (skip not counted), how many have a leader, and what ails the others (by name, else ID).
+// Without Status every started voter counts as healthy (etcd itself refuses a membership
+// change without quorum).
+func (j *Join) voterHealth(ctx context.Context, members []*etcdserverpb.Member, skip uint64) (voters, healthy int, detail []string) {
+	for _, m := range members {
+		if m.IsLearner || m.ID == skip {
+			continue
+		}
+		voters++
+		name := m.Name
+		if name == "" {
+			name = hexID(m.ID)
+		}
+		switch {
+		case len(m.ClientURLs) == 0:
+			detail = append(detail, name+": not started")
+		case j.Status == nil:
+			healthy++
+		default:
+			if h := Probe(ctx, j.Status, m.ClientURLs[0]); h.OK() {
+				healthy++
+			} else {
+				detail = append(detail, name+": "+h.String())
+			}
+		}
+	}
+	return voters, healthy, detail
 }
 
 func (j *Join) waitStarted(ctx context.Context, id uint64) (*etcdserverpb.Member, error) {

@@ -129,7 +129,7 @@ func SilentFor(ctx context.Context, clk clock.Clock, probe PeerProbe, peerURL st
 	}
 }
 
-// Describe lists member states for a message, one per line after the first.
+// Describe lists member states for a message, separated by semicolons.
 func Describe(ms []MemberState) string {
 	var parts []string
 	for _, m := range ms {

@@ -36,30 +36,8 @@ func (j *Join) replaceFormer(ctx context.Context, me *etcdserverpb.Member, membe
 			Hint: "another machine (or a process on this one) serves this peer URL: stop it if it is the former machine, or give this node another address; then run the same command again"}
 	}
 	st.Probed, st.Silent = true, true
-	voters, healthy, detail := 1, 0, []string{}
-	for _, m := range members {
-		if m.IsLearner || m.ID == me.ID {
-			continue
-		}
-		voters++
-		name := m.Name
-		if name == "" {
-			name = hexID(m.ID)
-		}
-		if len(m.ClientURLs) == 0 {
-			detail = append(detail, name+": not started")
-			continue
-		}
-		if j.Status == nil {
-			healthy++ // nothing to ask with: etcd refuses the removal without quorum
-			continue
-		}
-		if h := Probe(ctx, j.Status, m.ClientURLs[0]); h.OK() {
-			healthy++
-		} else {
-			detail = append(detail, name+": "+h.String())
-		}
-	}
+	others, healthy, detail := j.voterHealth(ctx, members, me.ID)
+	voters := others + 1 // the former member still votes until it is removed
 	if healthy < voters/2+1 {
 		return nil, &operr.Error{Code: operr.Other, Retryable: true,
 			What: fmt.Sprintf("etcd %s is dead, but only %d of the %d voters answer (%s): removing it needs a majority of them", st, healthy, voters, strings.Join(detail, ", ")),
