@@ -72,7 +72,7 @@ func enableAudit(t *testing.T, c *framework.Cluster) (restore func()) {
 	}
 	writeManifest := func(b []byte) {
 		// Written beside, then renamed: the kubelet would read a half-written file in the directory.
-		tmp := c.HostPath("cp1", "/run/lab/kube-apiserver.yaml.tmp")
+		tmp := c.HostPath("cp1", "/etc/kubernetes/kube-apiserver.yaml.tmp")
 		if err := os.WriteFile(tmp, b, 0o600); err != nil {
 			t.Fatal(err)
 		}

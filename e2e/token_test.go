@@ -144,7 +144,7 @@ func TestOneStepControlPlaneJoinCommand(t *testing.T) {
 
 	// Stop cp2's etcd (the kubelet removes its static pod): with three members etcd keeps its
 	// quorum, and kjoin verify names the stopped member. Then bring it back.
-	manifest, moved := c.HostPath("cp2", "/etc/kubernetes/manifests/etcd.yaml"), c.HostPath("cp2", "/run/lab/etcd.yaml.stopped")
+	manifest, moved := c.HostPath("cp2", "/etc/kubernetes/manifests/etcd.yaml"), c.HostPath("cp2", "/etc/kubernetes/etcd.yaml.stopped")
 	if err := os.Rename(manifest, moved); err != nil {
 		t.Fatal(err)
 	}

@@ -52,11 +52,6 @@ func Down(ctx context.Context, root string) error {
 			errs = append(errs, err)
 		}
 	}
-	if isMountPoint(hostsDir) {
-		if left, _ := os.ReadDir(hostsDir); len(left) == 0 {
-			_ = run(ctx, "umount", hostsDir)
-		}
-	}
 	if len(errs) == 0 {
 		if err := os.RemoveAll(root); err != nil {
 			errs = append(errs, err)
@@ -70,19 +65,13 @@ func Down(ctx context.Context, root string) error {
 func (l *Lab) RemoveHost(ctx context.Context, name string) error {
 	ns := nsName(name)
 	netns := filepath.Join("/run/netns", ns)
-	mnt := filepath.Join(hostsDir, ns+".mnt")
-	uts := filepath.Join(hostsDir, ns+".uts")
-
-	if err := killHost(name, netns, mnt); err != nil {
+	l.mu.Lock()
+	h := l.Hosts[name]
+	l.mu.Unlock()
+	// An orderly halt first: systemd stops the kubelet, containerd and the pods.
+	h.halt(15 * time.Second)
+	if err := killHost(name, netns); err != nil {
 		return fmt.Errorf("host %s: %w", name, err)
-	}
-	for _, f := range []string{mnt, uts} {
-		if isMountPoint(f) {
-			if err := run(ctx, "umount", f); err != nil {
-				return fmt.Errorf("host %s: %w", name, err)
-			}
-		}
-		_ = os.Remove(f)
 	}
 	if _, err := os.Stat(netns); err == nil {
 		if err := run(ctx, "ip", "netns", "del", ns); err != nil {
@@ -114,15 +103,14 @@ func (l *Lab) RemoveHost(ctx context.Context, name string) error {
 	return nil
 }
 
-// hostPIDs finds a host's processes: those in its network or mount namespace (containerd,
-// shims, kubelet, host-network pods) and those in its cgroups (every container).
-func hostPIDs(name, netns, mnt string) []int {
+// hostPIDs finds a host's processes: those in its network namespace (host-network pods,
+// commands entered with nsenter) and those in its cgroups (systemd and all it started,
+// every container).
+func hostPIDs(name, netns string) []int {
 	want := map[uint64]bool{}
-	for _, f := range []string{netns, mnt} {
-		var st syscall.Stat_t
-		if syscall.Stat(f, &st) == nil && isMountPoint(f) {
-			want[st.Ino] = true
-		}
+	var st syscall.Stat_t
+	if syscall.Stat(netns, &st) == nil {
+		want[st.Ino] = true
 	}
 	pids := map[int]bool{}
 	self := os.Getpid()
@@ -132,11 +120,9 @@ func hostPIDs(name, netns, mnt string) []int {
 		if err != nil || pid == self {
 			continue
 		}
-		for _, kind := range []string{"net", "mnt"} {
-			var st syscall.Stat_t
-			if syscall.Stat(filepath.Join("/proc", p.Name(), "ns", kind), &st) == nil && want[st.Ino] {
-				pids[pid] = true
-			}
+		var st syscall.Stat_t
+		if syscall.Stat(filepath.Join("/proc", p.Name(), "ns", "net"), &st) == nil && want[st.Ino] {
+			pids[pid] = true
 		}
 	}
 	for _, h := range cgroupHierarchies() {
@@ -160,10 +146,10 @@ func hostPIDs(name, netns, mnt string) []int {
 	return out
 }
 
-func killHost(name, netns, mnt string) error {
+func killHost(name, netns string) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		pids := hostPIDs(name, netns, mnt)
+		pids := hostPIDs(name, netns)
 		if len(pids) == 0 {
 			return nil
 		}

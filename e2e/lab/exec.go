@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -35,14 +36,18 @@ func (r Result) Error() error {
 	return fmt.Errorf("%s: %w\nstdout:\n%s\nstderr:\n%s", strings.Join(r.Argv, " "), r.Err, tail(r.Stdout, 30), tail(r.Stderr, 30))
 }
 
+// nsenterArgs enter every namespace of a host's PID 1 (its root and working directory with
+// its mount namespace). The process stays in the machine's cgroup: run it through the host's
+// systemd (systemd-run) where that matters.
 func (l *Lab) nsenterArgs(host string) []string {
-	ns := nsName(host)
-	return []string{
-		"--net=" + filepath.Join("/run/netns", ns),
-		"--mount=" + filepath.Join(hostsDir, ns+".mnt"),
-		"--uts=" + filepath.Join(hostsDir, ns+".uts"),
-		"--",
+	l.mu.Lock()
+	h := l.Hosts[host]
+	l.mu.Unlock()
+	pid := 0
+	if h != nil {
+		pid = h.PID
 	}
+	return []string{"-t", strconv.Itoa(pid), "-a", "--"}
 }
 
 // hostEnv is the environment of every command run on a host: the host's and the lab's tools
@@ -56,8 +61,7 @@ func hostEnv(root string) []string {
 	}
 }
 
-// Exec runs argv on host (all three of its namespaces; never `ip netns exec`, which hides
-// the cgroup mounts) and returns its output and exit code.
+// Exec runs argv on host (in all of its namespaces) and returns its output and exit code.
 func (l *Lab) Exec(ctx context.Context, host string, argv ...string) Result {
 	return l.ExecEnv(ctx, host, nil, nil, argv...)
 }

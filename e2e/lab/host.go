@@ -9,59 +9,28 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"time"
 )
-
-//go:embed assets/systemctl
-var systemctlStandIn []byte
-
-//go:embed assets/journalctl
-var journalctlStandIn []byte
-
-// hostBinds are the host paths that each lab host gets its own copy of (bind mounts inside
-// its mount namespace). Directories unless they end in a file name listed in hostFileBinds.
-var hostBinds = []string{
-	"/etc/kubernetes", "/var/lib/kubelet", "/var/lib/etcd", "/var/lib/containerd",
-	"/run/containerd", "/var/log/pods", "/var/log/containers", "/var/lib/cni",
-	"/etc/cni/net.d", "/run/netns", "/var/lib/kjoin", "/run/lab",
-}
-
-const hostsDir = "/run/hostns"
 
 func nsName(host string) string { return nsPrefix + host }
 
 // hostDir is a host's private state in the root filesystem.
 func (l *Lab) hostDir(host string) string { return filepath.Join(l.Root, "hosts", host) }
 
-// HostPath maps a path inside host to the same file in the root filesystem, for the paths
-// the lab gives each host (see hostBinds). Other paths are shared with the machine.
+// HostPath maps a path inside a running host to the same file as the machine reaches it
+// (through the host's PID 1: /proc/PID/root/...). A host that is not up has no files.
 func (l *Lab) HostPath(host, p string) string {
-	for _, b := range hostBinds {
-		if p == b || strings.HasPrefix(p, b+"/") {
-			return filepath.Join(l.hostDir(host), bindDirName(b), strings.TrimPrefix(p, b))
-		}
+	l.mu.Lock()
+	h := l.Hosts[host]
+	l.mu.Unlock()
+	pid := 0
+	if h != nil {
+		pid = h.PID
 	}
-	if p == "/etc/hosts" {
-		return filepath.Join(l.hostDir(host), "etc-hosts")
-	}
-	return p
+	return filepath.Join(fmt.Sprintf("/proc/%d/root", pid), p)
 }
 
-func bindDirName(p string) string { return strings.ReplaceAll(strings.Trim(p, "/"), "/", "-") }
-
 func setupNetwork(ctx context.Context) error {
-	if err := os.MkdirAll(hostsDir, 0o755); err != nil {
-		return err
-	}
-	if !isMountPoint(hostsDir) {
-		if err := run(ctx, "mount", "--bind", hostsDir, hostsDir); err != nil {
-			return err
-		}
-	}
-	if err := run(ctx, "mount", "--make-private", hostsDir); err != nil {
-		return err
-	}
 	if _, err := os.Stat("/sys/class/net/" + Bridge); err != nil {
 		if err := run(ctx, "ip", "link", "add", Bridge, "type", "bridge"); err != nil {
 			return err
@@ -102,25 +71,30 @@ func (l *Lab) AddHost(ctx context.Context, name string, logf func(string, ...any
 	l.mu.Lock()
 	h, ok := l.Hosts[name]
 	l.mu.Unlock()
-	if ok && l.hostAlive(name) {
+	if ok && h.alive() {
 		return h, nil
 	}
 	start := time.Now()
 	ip6, _ := HostIP6(name)
 	h = &Host{Name: name, IP: ip, IP4: ip, IP6: ip6, PodCIDR: podCIDR(name), Runtime: l.Runtimes[name]}
 	h.IP = l.nodeIPs(h)[0]
+	l.mu.Lock()
+	l.Hosts[name] = h
+	l.mu.Unlock()
 	if err := l.createHost(ctx, h); err != nil {
 		return nil, fmt.Errorf("create host %s: %w", name, err)
 	}
 	l.mu.Lock()
-	l.Hosts[name] = h
 	err = l.save()
 	l.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	if err := l.startContainerd(ctx, h); err != nil {
+	if err := l.waitContainerd(ctx, h); err != nil {
 		return nil, fmt.Errorf("host %s: %w", name, err)
+	}
+	if err := l.writePythonWrapper(h); err != nil {
+		return nil, err
 	}
 	if err := l.importImages(ctx, name, l.ImageDir); err != nil {
 		return nil, err
@@ -155,30 +129,17 @@ func (l *Lab) UseKubelet(host, version string) error {
 }
 
 func (l *Lab) hostAlive(name string) bool {
-	_, err1 := os.Stat(filepath.Join("/run/netns", nsName(name)))
-	return err1 == nil && isMountPoint(filepath.Join(hostsDir, nsName(name)+".mnt"))
+	l.mu.Lock()
+	h := l.Hosts[name]
+	l.mu.Unlock()
+	return h.alive()
 }
 
+// createHost prepares a host's files, cgroups and network namespace, then boots it.
 func (l *Lab) createHost(ctx context.Context, h *Host) error {
 	ns := nsName(h.Name)
-	dir := l.hostDir(h.Name)
-	for _, b := range hostBinds {
-		if err := os.MkdirAll(filepath.Join(dir, bindDirName(b)), 0o755); err != nil {
-			return err
-		}
-		if err := os.MkdirAll(b, 0o755); err != nil {
-			return err
-		}
-	}
-	if err := os.WriteFile(filepath.Join(dir, "etc-hosts"), []byte(l.etcHosts()), 0o644); err != nil {
-		return err
-	}
-	labDir := filepath.Join(dir, bindDirName("/run/lab"))
-	env := fmt.Sprintf("KUBELET_EXTRA_ARGS=\"--cgroup-root=/host-%s --node-ip=%s\"\n", h.Name, strings.Join(l.nodeIPs(h), ","))
-	if err := os.WriteFile(filepath.Join(labDir, "kubelet.env"), []byte(env), 0o644); err != nil {
-		return err
-	}
-	if err := l.writePythonWrapper(h); err != nil {
+	h.PID = 0
+	if err := l.writeUpper(h); err != nil {
 		return err
 	}
 	if err := l.linkRuntime(h); err != nil {
@@ -187,7 +148,11 @@ func (l *Lab) createHost(ctx context.Context, h *Host) error {
 	if err := l.writeContainerdConfig(ctx, h); err != nil {
 		return err
 	}
-	if err := l.writeCNIConfig(filepath.Join(dir, bindDirName("/etc/cni/net.d")), h); err != nil {
+	cni := filepath.Join(l.upperDir(h.Name), "etc/cni/net.d")
+	if err := os.MkdirAll(cni, 0o755); err != nil {
+		return err
+	}
+	if err := l.writeCNIConfig(cni, h); err != nil {
 		return err
 	}
 	if err := makeCgroups(h.Name); err != nil {
@@ -221,30 +186,7 @@ func (l *Lab) createHost(ctx context.Context, h *Host) error {
 	for _, s := range []string{"net.ipv4.ip_forward=1", "net.ipv4.conf.all.route_localnet=1", "net.ipv6.conf.all.forwarding=1"} {
 		_ = run(ctx, "ip", "netns", "exec", ns, "sysctl", "-q", "-w", s)
 	}
-
-	// Persistent mount and UTS namespaces, with the host's own directories bound in.
-	mnt := filepath.Join(hostsDir, ns+".mnt")
-	uts := filepath.Join(hostsDir, ns+".uts")
-	if !isMountPoint(mnt) {
-		for _, f := range []string{mnt, uts} {
-			if err := os.WriteFile(f, nil, 0o644); err != nil {
-				return err
-			}
-		}
-		if err := run(ctx, "unshare", "--mount="+mnt, "--uts="+uts, "--propagation", "private", "hostname", h.Name); err != nil {
-			return err
-		}
-		// Drop the copies of other hosts' namespace mounts, or this host would pin them alive.
-		script := []string{"umount -R -l /run/netns /run/hostns 2>/dev/null || true", "set -e"}
-		for _, b := range hostBinds {
-			script = append(script, fmt.Sprintf("mount --bind %q %q", filepath.Join(dir, bindDirName(b)), b))
-		}
-		script = append(script, fmt.Sprintf("mount --bind %q /etc/hosts", filepath.Join(dir, "etc-hosts")))
-		if err := run(ctx, "nsenter", "--mount="+mnt, "--", "sh", "-c", strings.Join(script, "\n")); err != nil {
-			return err
-		}
-	}
-	return nil
+	return l.boot(ctx, h)
 }
 
 // etcHosts names every possible lab host, so lookups never leave the machine: by their
@@ -272,7 +214,7 @@ var (
 	reOOM     = regexp.MustCompile(`restrict_oom_score_adj = false`)
 	reSandbox = regexp.MustCompile(`sandbox_image = ".*"`)
 	reCNIBin  = regexp.MustCompile(`bin_dir = ".*"`)
-	reSystemd = regexp.MustCompile(`SystemdCgroup = true`)
+	reSystemd = regexp.MustCompile(`SystemdCgroup = (true|false)`)
 	// containerd 2 (config version 3)
 	rePinnedSandbox = regexp.MustCompile(`(?m)^(\s*)sandbox = ['"].*['"]`)
 	reCNIBinDirs    = regexp.MustCompile(`bin_dirs = \[.*\]`)
@@ -295,13 +237,13 @@ func (l *Lab) writeContainerdConfig(ctx context.Context, h *Host) error {
 	cfg = reOOM.ReplaceAllString(cfg, "restrict_oom_score_adj = true")
 	cfg = reSandbox.ReplaceAllString(cfg, fmt.Sprintf("sandbox_image = %q", l.PauseImage))
 	cfg = reCNIBin.ReplaceAllString(cfg, `bin_dir = "/usr/lib/cni"`)
-	cfg = reSystemd.ReplaceAllString(cfg, "SystemdCgroup = false")
+	cfg = reSystemd.ReplaceAllString(cfg, fmt.Sprintf("SystemdCgroup = %t", CgroupDriver == "systemd"))
 	cfg = rePinnedSandbox.ReplaceAllString(cfg, fmt.Sprintf("${1}sandbox = %q", l.PauseImage))
 	cfg = reCNIBinDirs.ReplaceAllString(cfg, `bin_dirs = ["/usr/lib/cni"]`)
 	if h.Runtime != "" && !strings.Contains(cfg, l.PauseImage) {
 		return fmt.Errorf("%s config default: no sandbox image setting to point at %s", bin, l.PauseImage)
 	}
-	return os.WriteFile(filepath.Join(l.hostDir(h.Name), bindDirName("/run/lab"), "containerd.toml"), []byte(cfg), 0o644)
+	return os.WriteFile(filepath.Join(l.runLabDir(h.Name), "containerd.toml"), []byte(cfg), 0o644)
 }
 
 // writeCNIConfig writes the host's bridge network: a pod range per family of the lab (dual:
@@ -329,38 +271,20 @@ func (l *Lab) writeCNIConfig(dir string, h *Host) error {
 	return os.WriteFile(filepath.Join(dir, "10-lab.conflist"), []byte(conf), 0o644)
 }
 
-func (l *Lab) startContainerd(ctx context.Context, h *Host) error {
-	// ctr waits up to 10s for a socket that is not there: look for the socket first.
+// waitContainerd waits until a host's containerd (a systemd service) answers.
+func (l *Lab) waitContainerd(ctx context.Context, h *Host) error {
 	sock := l.HostPath(h.Name, "/run/containerd/containerd.sock")
-	answers := func() bool {
-		_, err := os.Stat(sock)
-		return err == nil && l.Exec(ctx, h.Name, "ctr", "version").Err == nil
-	}
-	if answers() {
-		return nil
-	}
-	logPath := filepath.Join(l.hostDir(h.Name), bindDirName("/run/lab"), "containerd.log")
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
-	cmd := exec.Command("nsenter", append(l.nsenterArgs(h.Name), "containerd", "--config", "/run/lab/containerd.toml")...)
-	cmd.Env = hostEnv(l.Root)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start containerd: %w", err)
-	}
-	go func() { _ = cmd.Wait() }()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		if answers() {
+		// ctr waits up to 10s for a socket that is not there: look for the socket first.
+		if _, err := os.Stat(sock); err == nil && l.Exec(ctx, h.Name, "ctr", "version").Err == nil {
 			return nil
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return fmt.Errorf("containerd did not answer within 30s; log: %s\n%s", logPath, tailFile(logPath, 20))
+	st := l.Exec(ctx, h.Name, "systemctl", "status", "--no-pager", "containerd")
+	logPath := filepath.Join(l.runLabDir(h.Name), "containerd.log")
+	return fmt.Errorf("containerd did not answer within 30s:\n%s\nlog %s:\n%s", st.Stdout, logPath, tailFile(logPath, 20))
 }
 
 // cgroupHierarchies lists the mounted cgroup v1 hierarchies (and the v2 root if unified).
@@ -418,6 +342,6 @@ func (l *Lab) writePythonWrapper(h *Host) error {
 	for _, kv := range hostEnv(l.Root) {
 		env = append(env, fmt.Sprintf("%q", kv))
 	}
-	script := fmt.Sprintf("#!/bin/sh\nexec nsenter %s env %s /usr/bin/python3 \"$@\"\n", strings.Join(l.nsenterArgs(h.Name), " "), strings.Join(env, " "))
+	script := fmt.Sprintf("#!/bin/sh\nexec nsenter %s env -i %s /usr/bin/python3 \"$@\"\n", strings.Join(l.nsenterArgs(h.Name), " "), strings.Join(env, " "))
 	return os.WriteFile(l.PythonPath(h.Name), []byte(script), 0o755)
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -48,11 +49,11 @@ proxy:
 ---
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-cgroupDriver: cgroupfs
+cgroupDriver: %[8]s
 failCgroupV1: false
 failSwapOn: false
 localStorageCapacityIsolation: false
-`, Token, ip, APIPort, l.K8sVersion, ControlPlaneName, families[l.family()].pods, families[l.family()].services)
+`, Token, ip, APIPort, l.K8sVersion, ControlPlaneName, families[l.family()].pods, families[l.family()].services, CgroupDriver)
 }
 
 // InitControlPlane runs real `kubeadm init` on cp1 and records the CA pin.
@@ -127,65 +128,105 @@ func (l *Lab) Kubectl(ctx context.Context, args ...string) Result {
 	return l.Exec(ctx, "cp1", append([]string{"kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf"}, args...)...)
 }
 
-// linkTools fills Root/bin (first on every host's PATH) with the components, the systemctl
-// and journalctl stand-ins and any extra programs.
+// linkTools fills Root/bin (first on every host's PATH; Root is shared read-only with every
+// host) with the components and any extra programs. Extra programs are copied: their own
+// paths need not exist in a host.
 func (l *Lab) linkTools(extra map[string]string) error {
 	dir := filepath.Join(l.Root, "bin")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	links := map[string]string{}
 	for _, p := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubeadm", "kubectl"} {
-		links[p] = filepath.Join(l.BinDir, p)
-	}
-	for k, v := range extra {
-		abs, err := filepath.Abs(v)
-		if err != nil {
-			return err
-		}
-		links[k] = abs
-	}
-	for name, target := range links {
-		p := filepath.Join(dir, name)
-		_ = os.Remove(p)
-		if err := os.Symlink(target, p); err != nil {
+		link := filepath.Join(dir, p)
+		_ = os.Remove(link)
+		if err := os.Symlink(filepath.Join(l.BinDir, p), link); err != nil {
 			return err
 		}
 	}
-	if err := os.WriteFile(filepath.Join(dir, "journalctl"), journalctlStandIn, 0o755); err != nil {
-		return err
+	for name, src := range extra {
+		if err := copyExecutable(src, filepath.Join(dir, name)); err != nil {
+			return err
+		}
 	}
-	return os.WriteFile(filepath.Join(dir, "systemctl"), systemctlStandIn, 0o755)
+	return nil
 }
 
-// Logs returns the tail (n lines each) of a host's kubelet, containerd and pod logs.
+func copyExecutable(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	tmp := dst + ".tmp"
+	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, dst)
+}
+
+// journal returns a host's journal lines of one unit (all units when unit is empty), the
+// last n (all when n is 0).
+func (l *Lab) journal(host, unit string, n int) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	argv := []string{"journalctl", "--no-pager", "-o", "short-precise"}
+	if unit != "" {
+		argv = append(argv, "-u", unit)
+	}
+	if n > 0 {
+		argv = append(argv, "-n", strconv.Itoa(n))
+	}
+	r := l.Exec(ctx, host, argv...)
+	if r.Err != nil {
+		return fmt.Sprintf("(journalctl: %v %s)", r.Err, strings.TrimSpace(r.Stderr))
+	}
+	return r.Stdout
+}
+
+// Logs returns the tail (n lines each) of a host's kubelet journal, containerd log and pod
+// logs.
 func (l *Lab) Logs(host string, n int) string {
 	var b strings.Builder
-	for _, f := range []string{"/run/lab/kubelet.log", "/run/lab/containerd.log"} {
-		fmt.Fprintf(&b, "==> %s:%s <==\n%s\n", host, f, tailFile(l.HostPath(host, f), n))
-	}
-	pods, _ := filepath.Glob(filepath.Join(l.HostPath(host, "/var/log/pods"), "*", "*", "*.log"))
+	fmt.Fprintf(&b, "==> %s: journalctl -u kubelet <==\n%s\n", host, l.journal(host, "kubelet", n))
+	fmt.Fprintf(&b, "==> %s:/run/lab/containerd.log <==\n%s\n", host, tailFile(filepath.Join(l.runLabDir(host), "containerd.log"), n))
+	root := l.HostPath(host, "/")
+	pods, _ := filepath.Glob(filepath.Join(root, "var/log/pods", "*", "*", "*.log"))
 	for _, p := range pods {
-		fmt.Fprintf(&b, "==> %s:%s <==\n%s\n", host, strings.TrimPrefix(p, l.hostDir(host)), tailFile(p, n))
+		fmt.Fprintf(&b, "==> %s:%s <==\n%s\n", host, strings.TrimPrefix(p, root), tailFile(p, n))
 	}
 	return b.String()
 }
 
-// CollectLogs copies a host's full logs into dir/<host>/.
+// CollectLogs copies a host's full logs into dir/<host>/: its journal (kubelet and the
+// whole), /run/lab's logs and the pod logs.
 func (l *Lab) CollectLogs(host, dir string) error {
 	dst := filepath.Join(dir, host)
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return err
 	}
-	files, _ := filepath.Glob(l.HostPath(host, "/run/lab/*.log"))
-	pods, _ := filepath.Glob(filepath.Join(l.HostPath(host, "/var/log/pods"), "*", "*", "*.log"))
+	for name, unit := range map[string]string{"journal-kubelet.log": "kubelet", "journal.log": ""} {
+		if err := os.WriteFile(filepath.Join(dst, name), []byte(l.journal(host, unit, 0)), 0o644); err != nil {
+			return err
+		}
+	}
+	root := l.HostPath(host, "/")
+	files, _ := filepath.Glob(filepath.Join(l.runLabDir(host), "*.log"))
+	pods, _ := filepath.Glob(filepath.Join(root, "var/log/pods", "*", "*", "*.log"))
 	for _, f := range append(files, pods...) {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			continue
 		}
-		rel := strings.ReplaceAll(strings.TrimPrefix(f, l.hostDir(host)+"/"), "/", "_")
-		if err := os.WriteFile(filepath.Join(dst, rel), b, 0o644); err != nil {
+		rel := strings.TrimPrefix(strings.TrimPrefix(f, root), l.hostDir(host))
+		if err := os.WriteFile(filepath.Join(dst, strings.ReplaceAll(strings.Trim(rel, "/"), "/", "_")), b, 0o644); err != nil {
 			return err
 		}
 	}

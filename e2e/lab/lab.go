@@ -62,6 +62,8 @@ type Lab struct {
 	Family string `json:"family,omitempty"`
 	// Runtimes are the runtimes hosts not yet up will run (UseRuntime), by host name.
 	Runtimes map[string]string `json:"runtimes,omitempty"`
+	// Rootfs is the Debian root filesystem every host boots (e2e/rootfs/build.sh).
+	Rootfs string `json:"rootfs"`
 
 	mu sync.Mutex
 }
@@ -78,6 +80,8 @@ type Host struct {
 	// Runtime is the container runtime build the host runs (bin/runtimes/NAME, UseRuntime);
 	// empty: the machine's containerd package.
 	Runtime string `json:"runtime,omitempty"`
+	// PID is the machine's process ID of the host's systemd (its PID 1).
+	PID int `json:"pid,omitempty"`
 }
 
 // Options configure Up.
@@ -252,6 +256,13 @@ func Up(ctx context.Context, o Options, hosts ...string) (*Lab, error) {
 			o.Log("components ready in %s: %s", time.Since(start).Round(time.Second), bin)
 		}
 		l.BinDir = bin
+	}
+	if l.Rootfs == "" {
+		start := time.Now()
+		if l.Rootfs, err = buildRootfs(ctx); err != nil {
+			return nil, err
+		}
+		o.Log("hosts' root filesystem ready in %s: %s", time.Since(start).Round(time.Second), l.Rootfs)
 	}
 	if err := os.MkdirAll(filepath.Join(l.Root, "hosts"), 0o755); err != nil {
 		return nil, err

@@ -47,7 +47,7 @@ func (l *Lab) UseProgram(host, name, path string) error {
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("host %s: %s: %w", host, name, err)
 	}
-	dir := l.HostPath(host, "/run/lab/bin")
+	dir := filepath.Join(l.runLabDir(host), "bin")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 )
 
 // UseRuntime makes a host that is not up yet run another container runtime build
@@ -43,39 +42,27 @@ func (l *Lab) linkRuntime(h *Host) error {
 	return nil
 }
 
-// StopContainerd stops a host's containerd (its shims and containers keep running, as on a
-// real node) and removes its socket, so the host has no container runtime to find.
+// StopContainerd stops a host's containerd service (its shims and containers keep running:
+// KillMode=process, as the package's unit) and removes its socket, so the host has no
+// container runtime to find.
 func (l *Lab) StopContainerd(host string) error {
-	ns := nsName(host)
-	pids := hostPIDs(host, filepath.Join("/run/netns", ns), filepath.Join(hostsDir, ns+".mnt"))
-	var stopped []int
-	for _, p := range pids {
-		comm, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p), "comm"))
-		if strings.TrimSpace(string(comm)) == "containerd" {
-			_ = syscall.Kill(p, syscall.SIGTERM)
-			stopped = append(stopped, p)
-		}
-	}
-	deadline := time.Now().Add(15 * time.Second)
-	for _, p := range stopped {
-		for syscall.Kill(p, 0) == nil {
-			if time.Now().After(deadline) {
-				return fmt.Errorf("containerd (pid %d) of %s did not stop", p, host)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+	if r := l.Exec(context.Background(), host, "systemctl", "stop", "containerd"); r.Err != nil {
+		return r.Error()
 	}
 	_ = os.Remove(l.HostPath(host, "/run/containerd/containerd.sock"))
 	return nil
 }
 
-// StartContainerd starts a host's containerd again and waits until it answers.
+// StartContainerd starts a host's containerd service again and waits until it answers.
 func (l *Lab) StartContainerd(ctx context.Context, host string) error {
 	h := l.Hosts[host]
 	if h == nil {
 		return fmt.Errorf("no host %s", host)
 	}
-	return l.startContainerd(ctx, h)
+	if r := l.Exec(ctx, host, "systemctl", "start", "containerd"); r.Err != nil {
+		return r.Error()
+	}
+	return l.waitContainerd(ctx, h)
 }
 
 // Pids returns the pids of a host's processes whose command name (comm, which the kernel
@@ -84,7 +71,7 @@ func (l *Lab) Pids(host, name string) []int {
 	ns := nsName(host)
 	name = name[:min(len(name), 15)]
 	var out []int
-	for _, p := range hostPIDs(host, filepath.Join("/run/netns", ns), filepath.Join(hostsDir, ns+".mnt")) {
+	for _, p := range hostPIDs(host, filepath.Join("/run/netns", ns)) {
 		comm, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p), "comm"))
 		if strings.TrimSpace(string(comm)) == name {
 			out = append(out, p)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the lab needs. Idempotent: does nothing when all are present.
 set -euo pipefail
-pkgs=(containerd runc containernetworking-plugins iproute2 iptables conntrack ethtool socat util-linux kmod ansible-core lintian man-db)
+pkgs=(containerd runc containernetworking-plugins iproute2 iptables conntrack ethtool socat util-linux kmod ansible-core lintian man-db debootstrap)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
