@@ -76,8 +76,8 @@ func clusterMarks(t *testing.T, c *framework.Cluster) (tokens int, certs string)
 	return len(ss.Items), certs
 }
 
-// TestAnsiblePlaybook runs the example playbook with Debian's ansible-core (become via su)
-// against lab hosts: --check on fresh hosts reports would-change and changes nothing; the
+// TestAnsiblePlaybook runs the example playbook with Debian's ansible-core (over SSH, become
+// via su) against lab hosts, systemd hosts like any node: --check on fresh hosts reports would-change and changes nothing; the
 // first run joins w1 and cp2; the second changes nothing and mints no token; after kjoin
 // reset on w1 a third run joins it again without re-uploading certificates; a run whose
 // join fails leaves no secret behind.
@@ -90,7 +90,7 @@ func TestAnsiblePlaybook(t *testing.T) {
 	c.Host(t, "cp2")
 	dir := t.TempDir()
 	line := func(h string) string {
-		return fmt.Sprintf("%s ansible_connection=local ansible_become_method=su ansible_python_interpreter=%s", h, c.PythonPath(h))
+		return fmt.Sprintf("%s ansible_become_method=su %s", h, c.AnsibleHost(h))
 	}
 	inventory := func(name, workers string) string {
 		inv := filepath.Join(dir, name)

@@ -154,16 +154,18 @@ type Repair struct {
 // ResetResult is kjoin reset's answer.
 type ResetResult struct {
 	TypeMeta          `json:",inline"`
-	Changed           bool     `json:"changed"`
-	Node              string   `json:"node,omitempty"`
-	Role              string   `json:"role"`
-	EtcdMemberRemoved string   `json:"etcdMemberRemoved,omitempty"`
-	NodeDeleted       bool     `json:"nodeDeleted"`
-	KubeletStopped    bool     `json:"kubeletStopped"`
-	RemovedFiles      []string `json:"removedFiles"`
-	Phases            []Phase  `json:"phases"`
-	Warnings          []string `json:"warnings"`
-	Error             *Error   `json:"error,omitempty"`
+	Changed           bool   `json:"changed"`
+	Node              string `json:"node,omitempty"`
+	Role              string `json:"role"`
+	EtcdMemberRemoved string `json:"etcdMemberRemoved,omitempty"`
+	NodeDeleted       bool   `json:"nodeDeleted"`
+	KubeletStopped    bool   `json:"kubeletStopped"`
+	// KubeletDisabled: the kubelet unit was disabled (the join had enabled it).
+	KubeletDisabled bool     `json:"kubeletDisabled"`
+	RemovedFiles    []string `json:"removedFiles"`
+	Phases          []Phase  `json:"phases"`
+	Warnings        []string `json:"warnings"`
+	Error           *Error   `json:"error,omitempty"`
 }
 
 // Check is one check of verify or diagnose.

@@ -40,6 +40,9 @@ type Journal struct {
 	// Adopted is set when this journal began on a node already joined to the cluster (by
 	// kubeadm): kubeadm's files are then the join's too, for reset.
 	Adopted bool `json:"adopted,omitempty"`
+	// EnabledKubelet is set when the kubelet unit was not enabled before this join enabled
+	// it: reset disables it again (a unit enabled by someone else stays enabled).
+	EnabledKubelet bool `json:"enabledKubelet,omitempty"`
 }
 
 // LoadJournal reads the journal; a missing journal is empty, not an error. A journal someone

@@ -22,7 +22,7 @@ func TestKubeletStartRestartsOnlyAfterAChange(t *testing.T) {
 	if err := KubeletStart.Run(context.Background(), h.env, s); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(h.runner.calls, ";"); got != "systemctl daemon-reload;systemctl enable kubelet;systemctl restart kubelet" {
+	if got := strings.Join(h.runner.calls, ";"); got != "systemctl daemon-reload;systemctl enable kubelet;systemctl restart kubelet" /* no journal: nothing to record */ {
 		t.Errorf("commands %q", got)
 	}
 }
@@ -38,5 +38,40 @@ func TestKubeletStartDryRunPlansOnly(t *testing.T) {
 	}
 	if len(h.runner.calls) != 0 || len(s.PlannedAPI) != 3 {
 		t.Errorf("calls %v planned %v", h.runner.calls, s.PlannedAPI)
+	}
+}
+
+// The join notes that it enabled a disabled kubelet unit, and reset disables exactly that;
+// a unit enabled before the join (the kubelet package's, an operator's) stays enabled.
+func TestResetDisablesOnlyTheUnitTheJoinEnabled(t *testing.T) {
+	t.Parallel()
+	for _, before := range []bool{false, true} {
+		h := newTestHost(t)
+		h.runner.enabled = before
+		s := &State{Opts: h.options(t), Journal: &Journal{Node: "w1"}}
+		s.MarkChanged()
+		if err := KubeletStart.Run(context.Background(), h.env, s); err != nil {
+			t.Fatal(err)
+		}
+		j, err := LoadJournal(h.env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.EnabledKubelet == before {
+			t.Errorf("unit enabled before the join: %v; the saved journal says the join enabled it: %v", before, j.EnabledKubelet)
+		}
+		h.runner.calls = nil
+		rs := &ResetState{Report: &ResetReport{}, Journal: j}
+		if err := ResetKubelet.Run(context.Background(), h.env, rs); err != nil {
+			t.Fatal(err)
+		}
+		disabled := strings.Contains(strings.Join(h.runner.calls, ";"), "systemctl disable kubelet")
+		if disabled == before || rs.Report.KubeletDisabled == before || h.runner.enabled != before {
+			t.Errorf("unit enabled before the join: %v; reset disabled it: %v (report %v), enabled after reset: %v; calls %v",
+				before, disabled, rs.Report.KubeletDisabled, h.runner.enabled, h.runner.calls)
+		}
+		if !rs.Report.KubeletStopped || h.runner.active {
+			t.Errorf("reset did not stop the kubelet: %v", h.runner.calls)
+		}
 	}
 }

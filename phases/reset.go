@@ -32,6 +32,7 @@ type ResetReport struct {
 	EtcdMemberRemoved string        `json:"etcdMemberRemoved,omitempty"`
 	NodeDeleted       bool          `json:"nodeDeleted"`
 	KubeletStopped    bool          `json:"kubeletStopped"`
+	KubeletDisabled   bool          `json:"kubeletDisabled"`
 	RemovedFiles      []string      `json:"removedFiles"`
 	Phases            []PhaseResult `json:"phases"`
 	Warnings          []string      `json:"warnings"`

@@ -6,13 +6,23 @@ import (
 	"kjoin.dev/kjoin/host"
 )
 
-// ResetKubelet stops the kubelet.
+// ResetKubelet stops the kubelet, and disables its unit when the join enabled it (a unit that
+// was enabled before the join stays enabled, as kubeadm reset leaves it).
 //
-//	Reads:  the kubelet service state
-//	Writes: s.Report.KubeletStopped
+//	Reads:  the kubelet service state, s.Journal.EnabledKubelet
+//	Writes: s.Report.KubeletStopped, s.Report.KubeletDisabled
 var ResetKubelet = ResetPhase{Name: "stop-kubelet", Short: "Stop the kubelet", Run: runResetKubelet}
 
 func runResetKubelet(ctx context.Context, e *host.Env, s *ResetState) error {
+	if s.Journal != nil && s.Journal.EnabledKubelet {
+		if _, err := e.Exec.Run(ctx, "systemctl", "disable", "kubelet"); err != nil {
+			s.Warn(e, "stop-kubelet", "could not disable the kubelet unit the join enabled: %v", err)
+		} else {
+			s.Report.KubeletDisabled = true
+			s.MarkChanged()
+			e.Logf("stop-kubelet", "disabled the kubelet unit (the join had enabled it)")
+		}
+	}
 	if _, err := e.Exec.Run(ctx, "systemctl", "is-active", "--quiet", "kubelet"); err != nil {
 		return nil
 	}

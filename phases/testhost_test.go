@@ -56,6 +56,8 @@ type fakeRunner struct {
 	client *fake.Clientset
 	node   string
 	active bool // the kubelet runs
+	// enabled: the kubelet unit is enabled (systemctl is-enabled).
+	enabled bool
 	// kubeletVersion is what kubelet --version answers (default v1.37.2).
 	kubeletVersion string
 }
@@ -70,6 +72,16 @@ func (f *fakeRunner) Run(ctx context.Context, name string, args ...string) ([]by
 	}
 	if strings.HasPrefix(cmd, "systemctl is-active") {
 		return nil, os.ErrNotExist
+	}
+	switch cmd {
+	case "systemctl is-enabled --quiet kubelet":
+		if !f.enabled {
+			return nil, os.ErrNotExist
+		}
+	case "systemctl enable kubelet":
+		f.enabled = true
+	case "systemctl disable kubelet":
+		f.enabled = false
 	}
 	if cmd == "kubelet --version" {
 		v := f.kubeletVersion
@@ -230,7 +242,7 @@ func TestJoinWorkerWritesKubeadmLayout(t *testing.T) {
 		}
 		golden(t, f.golden, b)
 	}
-	want := []string{"kubelet --version", "systemctl is-active --quiet systemd-resolved", "systemctl daemon-reload", "systemctl enable kubelet", "systemctl restart kubelet"}
+	want := []string{"kubelet --version", "systemctl is-active --quiet systemd-resolved", "systemctl daemon-reload", "systemctl is-enabled --quiet kubelet", "systemctl enable kubelet", "systemctl restart kubelet"}
 	if strings.Join(h.runner.calls, "\n") != strings.Join(want, "\n") {
 		t.Errorf("commands:\n%s\nwant:\n%s", strings.Join(h.runner.calls, "\n"), strings.Join(want, "\n"))
 	}

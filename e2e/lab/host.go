@@ -93,9 +93,6 @@ func (l *Lab) AddHost(ctx context.Context, name string, logf func(string, ...any
 	if err := l.waitContainerd(ctx, h); err != nil {
 		return nil, fmt.Errorf("host %s: %w", name, err)
 	}
-	if err := l.writePythonWrapper(h); err != nil {
-		return nil, err
-	}
 	if err := l.importImages(ctx, name, l.ImageDir); err != nil {
 		return nil, err
 	}
@@ -333,15 +330,26 @@ func makeCgroups(host string) error {
 	return nil
 }
 
-// PythonPath is a python3 that runs inside the host's namespaces: Ansible's
-// ansible_python_interpreter for a lab host (with ansible_connection=local).
-func (l *Lab) PythonPath(host string) string { return filepath.Join(l.hostDir(host), "python3") }
+// SSHKey is the private key the lab's hosts accept for root (Root/ssh/id_ed25519).
+func (l *Lab) SSHKey() string { return filepath.Join(l.Root, "ssh", "id_ed25519") }
 
-func (l *Lab) writePythonWrapper(h *Host) error {
-	var env []string
-	for _, kv := range hostEnv(l.Root) {
-		env = append(env, fmt.Sprintf("%q", kv))
+// ensureSSHKey makes the lab's SSH key pair once.
+func (l *Lab) ensureSSHKey(ctx context.Context) error {
+	if _, err := os.Stat(l.SSHKey() + ".pub"); err == nil {
+		return nil
 	}
-	script := fmt.Sprintf("#!/bin/sh\nexec nsenter %s env -i %s /usr/bin/python3 \"$@\"\n", strings.Join(l.nsenterArgs(h.Name), " "), strings.Join(env, " "))
-	return os.WriteFile(l.PythonPath(h.Name), []byte(script), 0o755)
+	if err := os.MkdirAll(filepath.Dir(l.SSHKey()), 0o700); err != nil {
+		return err
+	}
+	return run(ctx, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "kjoin-lab", "-f", l.SSHKey())
+}
+
+// AnsibleHost is an inventory line's connection variables for a lab host: SSH as root to the
+// host's address, with the lab's key (a lab host's key is not worth remembering).
+func (l *Lab) AnsibleHost(host string) string {
+	ip := ""
+	if h := l.Hosts[host]; h != nil {
+		ip = h.IP4
+	}
+	return fmt.Sprintf("ansible_host=%s ansible_user=root ansible_ssh_private_key_file=%s ansible_ssh_common_args='-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR' ansible_python_interpreter=/usr/bin/python3", ip, l.SSHKey())
 }

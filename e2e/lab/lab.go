@@ -267,6 +267,9 @@ func Up(ctx context.Context, o Options, hosts ...string) (*Lab, error) {
 	if err := os.MkdirAll(filepath.Join(l.Root, "hosts"), 0o755); err != nil {
 		return nil, err
 	}
+	if err := l.ensureSSHKey(ctx); err != nil {
+		return nil, fmt.Errorf("lab SSH key: %w", err)
+	}
 	if err := l.save(); err != nil {
 		return nil, fmt.Errorf("save lab state: %w", err)
 	}

@@ -126,6 +126,11 @@ func (l *Lab) writeUpper(h *Host) error {
 		"usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf": kubeadmDropIn,
 		"etc/systemd/system/containerd.service":                    containerdUnit,
 	}
+	pub, err := os.ReadFile(l.SSHKey() + ".pub")
+	if err != nil {
+		return fmt.Errorf("the lab's SSH key: %w", err)
+	}
+	files["root/.ssh/authorized_keys"] = string(pub)
 	for rel, content := range files {
 		p := filepath.Join(up, rel)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -136,9 +141,26 @@ func (l *Lab) writeUpper(h *Host) error {
 			return err
 		}
 	}
+	for _, d := range []string{"root", "root/.ssh"} {
+		if err := os.Chmod(filepath.Join(up, d), 0o700); err != nil {
+			return err
+		}
+	}
 	links := map[string]string{
 		"usr/bin/kubelet": "/run/lab/bin/kubelet",
 		"etc/systemd/system/multi-user.target.wants/containerd.service": "/etc/systemd/system/containerd.service",
+	}
+	// The lab's tools (kjoin, kubeadm, kubectl...) where a login shell, a unit or Ansible
+	// finds them without the lab's PATH.
+	tools, err := os.ReadDir(filepath.Join(l.Root, "bin"))
+	if err != nil {
+		return err
+	}
+	for _, t := range tools {
+		if t.Name() == "kubelet" || strings.HasSuffix(t.Name(), ".tmp") {
+			continue // the kubelet is /usr/bin/kubelet, the packages' path
+		}
+		links["usr/local/bin/"+t.Name()] = filepath.Join(l.Root, "bin", t.Name())
 	}
 	for rel, target := range links {
 		p := filepath.Join(up, rel)

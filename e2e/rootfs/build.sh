@@ -12,12 +12,12 @@ if [ -z "$mirror" ]; then
   [ -n "$mirror" ] || mirror=http://deb.debian.org/debian
 fi
 # What a real node has: systemd and journald, containerd and runc as the runtime, Debian's
-# CNI plugins, the tools kubeadm's preflight looks for, python3 for Ansible, cloud-init for
-# first boot.
+# CNI plugins, the tools kubeadm's preflight looks for, an SSH server and python3 for Ansible,
+# cloud-init for first boot.
 pkgs=systemd,systemd-sysv,dbus,iproute2,iptables,iputils-ping,procps,kmod,util-linux,mount
 pkgs=$pkgs,containerd,runc,containernetworking-plugins,conntrack,ethtool,socat,ebtables
 # (python3-cffi-backend named: debootstrap does not resolve the virtual packages it provides)
-pkgs=$pkgs,python3,cloud-init,python3-cffi-backend,ca-certificates
+pkgs=$pkgs,openssh-server,python3,cloud-init,python3-cffi-backend,ca-certificates
 # Units that cannot work in a namespace host (the kernel and /proc/sys are the machine's) or
 # that would leave it degraded (a getty on a non-tty console) or busy (apt timers).
 masks=(systemd-sysctl.service systemd-binfmt.service proc-sys-fs-binfmt_misc.automount
@@ -44,6 +44,9 @@ mkdir -p "$r/etc/systemd/journald.conf.d" "$r/etc/systemd/system.conf.d"
 # The machine's kernel log is bound in: a host must not copy it into its journal.
 printf '[Journal]\nReadKMsg=no\nStorage=volatile\nRuntimeMaxUse=32M\n' >"$r/etc/systemd/journald.conf.d/lab.conf"
 for u in "${masks[@]}"; do ln -sf /dev/null "$r/etc/systemd/system/$u"; done
+# sshd answers from boot for Ansible (root, by key; the lab writes each host's
+# authorized_keys). The host keys are the root filesystem's, shared by every lab host.
+ln -sf /lib/systemd/system/ssh.service "$r/etc/systemd/system/multi-user.target.wants/ssh.service"
 # containerd runs from the lab's own unit, written per host (its configuration and build are
 # per host); the package's unit is masked above so it cannot start a second one.
 # cloud-init stays off unless a host is given a seed (the first-boot test).

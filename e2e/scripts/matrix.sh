@@ -30,7 +30,7 @@ for cell in "$@"; do
   bin/lab down >/dev/null 2>&1 || true
   KJOIN_MATRIX_CELL=$cell KJOIN_MATRIX_KUBELET=$kubelet KJOIN_MATRIX_UPGRADE_TO=$upgrade KJOIN_MATRIX_RUNTIME=$runtime KJOIN_LAB_FAMILY=$family KJOIN_MATRIX_RESULTS=$out \
     KJOIN_BIN=$repo/bin/kjoin-fault KJOIN_COMPONENTS=$bin \
-    go test -tags e2e -p 1 -count=1 -v -run '^TestMatrix(Cell|Upgrade)$' -timeout 30m ./e2e/ || status=1
+    go test -tags e2e -p 1 -count=1 -v -run '^(TestMatrix(Cell|Upgrade)|TestSkewedKubelet)$' -timeout 30m ./e2e/ || status=1
   bin/lab down >/dev/null 2>&1 || true
 done
 # The run's rows replace those cells' rows in the committed results; other cells' rows stay.
