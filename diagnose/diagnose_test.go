@@ -452,3 +452,81 @@ func TestUnreadableNodeIsNotHealthy(t *testing.T) {
 		t.Errorf("verdict %+v: the Node was never read", r.Verdict)
 	}
 }
+
+// What systemd says of the kubelet unit, and the running kubelet's own command line: a
+// kubelet started without the join's flags (its drop-in gone) is the verdict even though it
+// runs and answers /healthz; a disabled unit is a warning; a failed unit says how it failed;
+// a stopped (wedged) kubelet process is named as such.
+func TestKubeletUnitAsSystemdSeesIt(t *testing.T) {
+	const pid = "4242"
+	running := "ActiveState=active\nSubState=running\nResult=success\nMainPID=" + pid + "\nNRestarts=0\n"
+	withFlags := "/usr/bin/kubelet\x00--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf\x00--kubeconfig=/etc/kubernetes/kubelet.conf\x00--config=/var/lib/kubelet/config.yaml\x00"
+
+	t.Run("drop-in removed", func(t *testing.T) {
+		n := newNode(t)
+		n.runner.show = running + "UnitFileState=enabled\nDropInPaths=\n"
+		n.write(t, "/proc/"+pid+"/cmdline", "/usr/bin/kubelet\x00")
+		r := verdictOf(t, n)
+		if r.Verdict.CheckID != "kubelet.flags" || !strings.Contains(r.Verdict.Next, "drop-in") {
+			t.Errorf("verdict %+v, want kubelet.flags naming the drop-in", r.Verdict)
+		}
+		if c := checkOf(t, r, "kubelet.flags"); !strings.Contains(c.Evidence, "drop-ins: none") || !strings.Contains(c.Evidence, "pid "+pid+": /usr/bin/kubelet") {
+			t.Errorf("kubelet.flags evidence %q", c.Evidence)
+		}
+	})
+	t.Run("with its drop-in, enabled", func(t *testing.T) {
+		n := newNode(t)
+		n.runner.show = running + "UnitFileState=enabled\nDropInPaths=/usr/lib/systemd/system/kubelet.service.d/10-kjoin.conf\n"
+		n.write(t, "/proc/"+pid+"/cmdline", withFlags)
+		r := verdictOf(t, n)
+		if !r.Verdict.Healthy || check(r, "kubelet.flags").Status != verify.Pass || check(r, "kubelet.enabled").Status != verify.Pass {
+			t.Errorf("verdict %+v, kubelet.flags %+v, kubelet.enabled %+v", r.Verdict, check(r, "kubelet.flags"), check(r, "kubelet.enabled"))
+		}
+	})
+	t.Run("flags as separate words", func(t *testing.T) {
+		n := newNode(t)
+		n.runner.show = running + "UnitFileState=enabled\n"
+		n.write(t, "/proc/"+pid+"/cmdline", "/usr/bin/kubelet\x00--kubeconfig\x00/etc/kubernetes/kubelet.conf\x00--config\x00/var/lib/kubelet/config.yaml\x00")
+		if c := check(verdictOf(t, n), "kubelet.flags"); c.Status != verify.Pass {
+			t.Errorf("kubelet.flags %+v", c)
+		}
+	})
+	t.Run("disabled", func(t *testing.T) {
+		n := newNode(t)
+		n.runner.show = running + "UnitFileState=disabled\n"
+		n.write(t, "/proc/"+pid+"/cmdline", withFlags)
+		r := verdictOf(t, n)
+		if c := check(r, "kubelet.enabled"); c.Status != verify.Warn || !strings.Contains(c.Summary, "disabled") || !strings.Contains(c.Summary, "systemctl enable kubelet") {
+			t.Errorf("kubelet.enabled %+v", c)
+		}
+		if !r.Verdict.Healthy {
+			t.Errorf("a running kubelet whose unit is disabled is healthy now: %+v", r.Verdict)
+		}
+	})
+	t.Run("failed unit", func(t *testing.T) {
+		n := newNode(t)
+		n.runner.kubeletUp = false
+		n.runner.show = "ActiveState=failed\nSubState=failed\nResult=signal\nMainPID=0\nNRestarts=0\nUnitFileState=enabled\n"
+		r := verdictOf(t, n)
+		if r.Verdict.CheckID != "kubelet.service" || !strings.Contains(r.Verdict.Next, "systemctl enable --now kubelet") {
+			t.Errorf("verdict %+v", r.Verdict)
+		}
+		if c := checkOf(t, r, "kubelet.service"); !strings.Contains(c.Evidence, "systemd: failed/failed, result signal") {
+			t.Errorf("kubelet.service evidence %q", c.Evidence)
+		}
+		if c := check(r, "kubelet.flags"); c.Status != "missing" {
+			t.Errorf("a stopped kubelet has no command line to judge: %+v", c)
+		}
+	})
+	t.Run("wedged", func(t *testing.T) {
+		n := newNode(t)
+		unhealthy(t, n)
+		n.runner.show = running + "UnitFileState=enabled\n"
+		n.write(t, "/proc/"+pid+"/cmdline", withFlags)
+		n.write(t, "/proc/"+pid+"/stat", pid+" (kubelet) T 1 4242 4242 0 -1")
+		r := verdictOf(t, n)
+		if c := checkOf(t, r, "kubelet.healthz"); c.Status != verify.Fail || !strings.Contains(c.Evidence, "is stopped (state T)") {
+			t.Errorf("kubelet.healthz %+v", c)
+		}
+	})
+}

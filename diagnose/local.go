@@ -68,7 +68,7 @@ func (g *diagnosis) kubeletChecks(ctx context.Context) {
 	// What systemd says of the unit, read once: restarts for the service's evidence and the
 	// crash-loop check.
 	props := map[string]string{}
-	out, showErr := g.e.Exec.Run(ctx, "systemctl", "show", "kubelet", "--property", "NRestarts,ActiveState,SubState,ExecMainStatus")
+	out, showErr := g.e.Exec.Run(ctx, "systemctl", "show", "kubelet", "--property", "NRestarts,ActiveState,SubState,ExecMainStatus,Result,MainPID,UnitFileState,DropInPaths")
 	if showErr == nil {
 		for _, l := range strings.Split(string(out), "\n") {
 			if k, v, ok := strings.Cut(strings.TrimSpace(l), "="); ok {
@@ -77,14 +77,20 @@ func (g *diagnosis) kubeletChecks(ctx context.Context) {
 		}
 	}
 	if _, err := g.e.Exec.Run(ctx, "systemctl", "is-active", "--quiet", "kubelet"); err != nil {
-		g.fail("kubelet.service", "the kubelet service is not running", err.Error())
+		ev := err.Error()
+		if st := props["ActiveState"]; st != "" {
+			ev += fmt.Sprintf("; systemd: %s/%s, result %s", st, props["SubState"], props["Result"])
+		}
+		g.fail("kubelet.service", "the kubelet service is not running", ev)
 	} else {
 		ev := "active"
 		if n, ok := props["NRestarts"]; ok {
 			ev += ", NRestarts=" + n
 		}
 		g.pass("kubelet.service", "the kubelet service is running", ev)
+		g.kubeletFlagsCheck(props)
 	}
+	g.unitEnabledCheck(props)
 	addr := g.cfgString("healthzBindAddress", "127.0.0.1")
 	port := 10248
 	if p, ok := g.kubeletCfg["healthzPort"].(float64); ok && p > 0 {
@@ -101,7 +107,11 @@ func (g *diagnosis) kubeletChecks(ctx context.Context) {
 	resp, err := client.Do(req)
 	switch {
 	case err != nil:
-		g.fail("kubelet.healthz", "the kubelet does not answer /healthz", err.Error())
+		ev := err.Error()
+		if st := g.processState(props["MainPID"]); st != "" {
+			ev += "; " + st
+		}
+		g.fail("kubelet.healthz", "the kubelet does not answer /healthz", ev)
 	default:
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
 		resp.Body.Close()
@@ -247,4 +257,77 @@ func (g *diagnosis) crashLoopCheck(props map[string]string, showErr error, log s
 		ev = append(ev, "it exits with: "+lastErr)
 	}
 	g.fail("kubelet.crashloop", "the kubelet keeps exiting at start (a crash loop)", strings.Join(ev, "; "))
+}
+
+// unitEnabledCheck warns when the kubelet unit will not start at boot (systemd's
+// UnitFileState): a node that reboots would come back without its kubelet.
+func (g *diagnosis) unitEnabledCheck(props map[string]string) {
+	switch st := props["UnitFileState"]; st {
+	case "":
+		return // no systemd answer: nothing to say
+	case "enabled", "enabled-runtime", "static", "indirect", "generated", "alias":
+		g.pass("kubelet.enabled", "the kubelet unit starts at boot", "UnitFileState="+st)
+	default:
+		g.warn("kubelet.enabled", "the kubelet unit is "+st+": the kubelet will not start after a reboot (systemctl enable kubelet)", "UnitFileState="+st)
+	}
+}
+
+// kubeletFlagsCheck fails a running kubelet that was started without the join's kubeconfig
+// and configuration: its unit lost the drop-in that passes them (kjoin's 10-kjoin.conf or
+// kubeadm's 10-kubeadm.conf), so it runs standalone and never reaches the cluster.
+func (g *diagnosis) kubeletFlagsCheck(props map[string]string) {
+	pid := props["MainPID"]
+	if pid == "" || pid == "0" {
+		return
+	}
+	b, err := g.e.ReadFile("/proc/" + pid + "/cmdline")
+	if err != nil {
+		return // not this node's process table (or gone): nothing to say
+	}
+	args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	has := func(flag string) bool {
+		for i, a := range args {
+			if strings.HasPrefix(a, flag+"=") || (a == flag && i+1 < len(args)) {
+				return true
+			}
+		}
+		return false
+	}
+	dropIns := props["DropInPaths"]
+	if dropIns == "" {
+		dropIns = "none"
+	}
+	ev := fmt.Sprintf("pid %s: %s; drop-ins: %s", pid, strings.Join(args, " "), dropIns)
+	if len(ev) > 400 {
+		ev = ev[:400] + "..."
+	}
+	if has("--kubeconfig") && has("--config") {
+		g.pass("kubelet.flags", "the kubelet runs with a kubeconfig and a configuration file", ev)
+		return
+	}
+	g.fail("kubelet.flags", "the kubelet runs without the join's --kubeconfig and --config: its unit has no drop-in passing them", ev)
+}
+
+// processState names a kubelet process that cannot answer: stopped (a SIGSTOP, a debugger)
+// or in uninterruptible sleep; "" otherwise.
+func (g *diagnosis) processState(pid string) string {
+	if pid == "" || pid == "0" {
+		return ""
+	}
+	b, err := g.e.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return ""
+	}
+	// pid (comm) state ...: comm may hold spaces and parentheses, the state follows the last ")".
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 || i+2 >= len(b) {
+		return ""
+	}
+	switch b[i+2] {
+	case 'T', 't':
+		return "the kubelet process (pid " + pid + ") is stopped (state T): wedged, not dead"
+	case 'D':
+		return "the kubelet process (pid " + pid + ") is in uninterruptible sleep (state D), waiting on I/O"
+	}
+	return ""
 }

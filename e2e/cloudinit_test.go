@@ -5,146 +5,100 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"os"
-	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"kjoin.dev/kjoin/e2e/framework"
 	"kjoin.dev/kjoin/e2e/lab"
 )
 
-// unit is the part of a systemd unit the test plays: its conditions, environment file and
-// commands.
-type unit struct {
-	conditions           []string // ConditionPathExists values ("!path": must not exist)
-	envFile              string
-	execStart, startPost []string
-}
-
-func parseUnit(t *testing.T, text string) unit {
-	t.Helper()
-	var u unit
-	for _, l := range strings.Split(text, "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(l), "=")
-		if !ok || strings.HasPrefix(k, "#") {
-			continue
-		}
-		switch k {
-		case "ConditionPathExists":
-			u.conditions = append(u.conditions, v)
-		case "EnvironmentFile":
-			u.envFile = strings.TrimPrefix(v, "-")
-		case "ExecStart":
-			u.execStart = append(u.execStart, v)
-		case "ExecStartPost":
-			u.startPost = append(u.startPost, v)
-		}
-	}
-	if len(u.execStart) != 1 || u.envFile == "" {
-		t.Fatalf("the unit has no single ExecStart with an EnvironmentFile: %+v", u)
-	}
-	return u
-}
-
-// runs reports whether systemd would start the unit on host (its path conditions).
-func (u unit) runs(c *framework.Cluster, host string) bool {
-	for _, cond := range u.conditions {
-		p, negate := strings.CutPrefix(cond, "!")
-		_, err := os.Stat(c.HostPath(host, p))
-		if (err == nil) == negate {
-			return false
-		}
-	}
-	return true
-}
-
-var envRef = regexp.MustCompile(`\$\{([A-Z_]+)\}`)
-
-// TestCloudInitFirstBoot plays examples/cloud-init/user-data on a fresh lab host as cloud-init
-// and systemd would: its files are written (the placeholders filled with this lab's join
-// parameters), the oneshot unit's ExecStart runs with its EnvironmentFile, then ExecStartPost.
-// The node joins, the token is gone, the unit would not run again, and kjoin verify --wait
-// passes for the node.
+// TestCloudInitFirstBoot boots a fresh systemd host with Debian's cloud-init, the NoCloud
+// datasource seeded with examples/cloud-init/user-data as written (its three placeholders
+// filled with this lab's join parameters), while the host cannot reach the API server: the
+// join starts from cloud-init's runcmd through the unit, waits, and joins once the API
+// answers. The Node is Ready, the token is gone, systemd will not run the unit again, and
+// kjoin verify --wait passes for the node.
 func TestCloudInitFirstBoot(t *testing.T) {
 	c := framework.Get(t)
 	const h = "w8"
-	c.Host(t, h)
 	b, err := os.ReadFile("../examples/cloud-init/user-data")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ud struct {
-		WriteFiles []struct {
-			Path, Permissions, Content string
-		} `json:"write_files"`
-	}
-	if err := yaml.Unmarshal(b, &ud); err != nil {
-		t.Fatalf("user-data is not YAML: %v", err)
-	}
 	fill := strings.NewReplacer("REPLACE_WITH_TOKEN", lab.Token, "REPLACE_WITH_ENDPOINT", lab.Endpoint(), "REPLACE_WITH_CA_CERT_HASH", c.CAHash)
-	var unitText string
-	for _, f := range ud.WriteFiles {
-		mode, err := strconv.ParseUint(f.Permissions, 8, 32)
-		if err != nil {
-			t.Fatalf("%s: permissions %q", f.Path, f.Permissions)
+	seed := &lab.CloudInitSeed{UserData: fill.Replace(string(b)), MetaData: "instance-id: lab-" + h + "\nlocal-hostname: " + h + "\n"}
+	api := c.Hosts["cp1"].IP // control-plane.lab in every host's /etc/hosts
+
+	// Until the join is seen waiting for the API server, the host cannot reach it; then the
+	// rule goes and the same join goes on.
+	unblocked := make(chan string, 1)
+	go func() {
+		deadline := time.Now().Add(4 * time.Minute)
+		for time.Now().Before(deadline) {
+			time.Sleep(time.Second)
+			if !c.HostUp(h) {
+				continue
+			}
+			r := c.Exec(context.Background(), h, "journalctl", "-u", "kjoin-join", "--no-pager", "-o", "cat")
+			if strings.Contains(r.Stdout, "waiting for cluster-info") {
+				rm := c.Exec(context.Background(), h, append([]string{"iptables"}, lab.DropRule(api, "6443", "-D")...)...)
+				unblocked <- r.Stdout + rm.Stderr
+				return
+			}
 		}
-		p := c.HostPath(h, f.Path)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(fill.Replace(f.Content)), os.FileMode(mode)); err != nil {
-			t.Fatal(err)
-		}
-		if strings.HasSuffix(f.Path, ".service") {
-			unitText = f.Content
-		}
+		unblocked <- ""
+	}()
+	start := time.Now()
+	c.HostWith(t, h, lab.HostSetup{CloudInit: seed, DropAtBoot: []string{net.JoinHostPort(api, "6443")}, BootTimeout: 5 * time.Minute})
+	t.Logf("booted, joined from cloud-init, in %s", time.Since(start).Round(100*time.Millisecond))
+	if waited := <-unblocked; waited == "" {
+		t.Fatal("the first-boot join was never seen waiting for the unreachable API server: the fault was not proven")
+	} else {
+		t.Logf("the join waited while the API server was unreachable:\n%s", tail(waited, 5))
 	}
-	u := parseUnit(t, unitText)
-	if !u.runs(c, h) {
-		t.Fatal("the unit would not start on a fresh host")
+
+	// cloud-init ran to its end, from the NoCloud seed, without errors.
+	st := c.Run(t, h, "cloud-init", "status", "--long")
+	if !strings.Contains(st.Stdout, "status: done") || !strings.Contains(st.Stdout, "DataSourceNoCloud") {
+		t.Errorf("cloud-init status --long:\n%s%s", st.Stdout, st.Stderr)
 	}
-	env := map[string]string{}
-	envB, err := os.ReadFile(c.HostPath(h, u.envFile))
-	if err != nil {
-		t.Fatal(err)
+	// The unit joined once, through systemd, and printed kjoin's answer to its journal.
+	show := c.MustRun(t, h, "systemctl", "show", "kjoin-join", "--property", "ActiveState,Result,ExecMainStatus")
+	if !strings.Contains(show.Stdout, "ActiveState=active") || !strings.Contains(show.Stdout, "Result=success") {
+		t.Errorf("kjoin-join.service after the first boot:\n%s", show.Stdout)
 	}
-	for _, l := range strings.Split(string(envB), "\n") {
-		if k, v, ok := strings.Cut(l, "="); ok {
-			env[k] = v
-		}
-	}
-	expand := func(cmd string) string {
-		// The lab's kjoin is first on every host's PATH, not in /usr/bin (the package's place).
-		cmd = strings.Replace(cmd, "/usr/bin/kjoin ", "kjoin ", 1)
-		return envRef.ReplaceAllStringFunc(cmd, func(m string) string { return env[envRef.FindStringSubmatch(m)[1]] })
-	}
-	r := c.Run(t, h, "sh", "-c", expand(u.execStart[0]))
-	if r.Err != nil {
-		t.Fatalf("the unit's ExecStart failed: %v", r.Error())
-	}
+	journal := c.MustRun(t, h, "journalctl", "-u", "kjoin-join", "--no-pager", "-o", "cat").Stdout
 	var out struct {
 		Kind    string `json:"kind"`
 		Changed bool   `json:"changed"`
 		Node    string `json:"node"`
 	}
-	if err := json.Unmarshal([]byte(r.Stdout), &out); err != nil || out.Kind != "JoinResult" || !out.Changed || out.Node != h {
-		t.Fatalf("the unit's join answered %+v (%v):\n%s", out, err, r.Stdout)
+	for _, l := range strings.Split(journal, "\n") {
+		if strings.HasPrefix(l, "{") && strings.Contains(l, `"kind"`) && json.Unmarshal([]byte(l), &out) == nil && out.Kind == "JoinResult" {
+			break
+		}
 	}
-	for _, post := range u.startPost {
-		c.MustRun(t, h, "sh", "-c", expand(post))
+	if out.Kind != "JoinResult" || !out.Changed || out.Node != h {
+		t.Errorf("no JoinResult for %s in the unit's journal (got %+v):\n%s", h, out, tail(journal, 20))
+	}
+	if strings.Contains(journal, strings.Split(lab.Token, ".")[1]) {
+		t.Error("the token secret is in the unit's journal")
 	}
 	if _, err := os.Stat(c.HostPath(h, "/etc/kjoin/token")); err == nil {
 		t.Error("the token is still on the node after the first-boot join")
 	}
-	if u.runs(c, h) {
-		t.Error("the unit would run again on the joined node")
+	// systemd itself will not run the unit again: its conditions fail on the joined node.
+	c.MustRun(t, h, "systemctl", "restart", "kjoin-join")
+	if cond := c.MustRun(t, h, "systemctl", "show", "kjoin-join", "--property", "ConditionResult").Stdout; !strings.Contains(cond, "ConditionResult=no") {
+		t.Errorf("kjoin-join.service would run again on the joined node: %s", cond)
 	}
+	c.WaitNodeCondition(t, h, corev1.NodeReady, corev1.ConditionTrue, 2*time.Minute)
 	if r := c.Run(t, "cp1", "kjoin", "verify", h, "--wait=3m"); r.Err != nil {
 		t.Errorf("kjoin verify --wait after the first-boot join: %v", r.Error())
 	}

@@ -134,6 +134,91 @@ func TestDiagnoseFaults(t *testing.T) {
 		c.MustRun(t, "w7", "systemctl", "restart", "kubelet")
 		healthy(t)
 	})
+	check := func(out diagnoseJSON, id string) (status, evidence string) {
+		for _, ch := range out.Checks {
+			if ch.ID == id {
+				return ch.Status, ch.Evidence
+			}
+		}
+		return "missing", ""
+	}
+	// A unit failed for good: a runtime drop-in takes away Restart=, then SIGKILL. systemd
+	// itself says failed, and diagnose quotes it.
+	t.Run("kubelet unit failed", func(t *testing.T) {
+		const dropIn = "/run/systemd/system/kubelet.service.d/99-lab-fault.conf"
+		c.MustRun(t, "w7", "sh", "-c", "mkdir -p /run/systemd/system/kubelet.service.d && printf '[Service]\\nRestart=no\\n' > "+dropIn)
+		c.MustRun(t, "w7", "systemctl", "daemon-reload")
+		c.MustRun(t, "w7", "systemctl", "kill", "--signal=SIGKILL", "kubelet")
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			st := c.Run(t, "w7", "systemctl", "show", "kubelet", "--property", "ActiveState,Result").Stdout
+			if strings.Contains(st, "ActiveState=failed") && strings.Contains(st, "Result=signal") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the kubelet unit did not fail: the fault was not injected:\n%s", st)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		out := waitDiagnosis(t, c, "w7", "kubelet.service", 30*time.Second)
+		if _, ev := check(out, "kubelet.service"); !strings.Contains(ev, "systemd: failed/failed, result signal") {
+			t.Errorf("kubelet.service evidence does not say how systemd saw it fail: %q", ev)
+		}
+		c.MustRun(t, "w7", "rm", "-f", dropIn)
+		c.MustRun(t, "w7", "systemctl", "daemon-reload")
+		c.MustRun(t, "w7", "systemctl", "reset-failed", "kubelet")
+		c.MustRun(t, "w7", "systemctl", "start", "kubelet")
+		healthy(t)
+	})
+	// The kubelet's drop-in gone (kubeadm's, this host's package layout): after a restart the
+	// package unit starts a bare kubelet that never reads the join's files.
+	t.Run("kubelet drop-in removed", func(t *testing.T) {
+		const dropIn, parked = "/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf", "/root/10-kubeadm.conf.parked"
+		c.MustRun(t, "w7", "mv", dropIn, parked)
+		c.MustRun(t, "w7", "systemctl", "daemon-reload")
+		c.MustRun(t, "w7", "systemctl", "restart", "kubelet")
+		pid := strings.TrimSpace(c.MustRun(t, "w7", "systemctl", "show", "kubelet", "--property", "MainPID", "--value").Stdout)
+		if cmd, _ := os.ReadFile(c.HostPath("w7", "/proc/"+pid+"/cmdline")); strings.Contains(string(cmd), "--kubeconfig") {
+			t.Fatalf("the kubelet still has its flags: the fault was not injected: %q", cmd)
+		}
+		out := waitDiagnosis(t, c, "w7", "kubelet.flags", 30*time.Second)
+		if _, ev := check(out, "kubelet.flags"); !strings.Contains(ev, "drop-ins: none") {
+			t.Errorf("kubelet.flags evidence does not show the missing drop-in: %q", ev)
+		}
+		c.MustRun(t, "w7", "mv", parked, dropIn)
+		c.MustRun(t, "w7", "systemctl", "daemon-reload")
+		c.MustRun(t, "w7", "systemctl", "restart", "kubelet")
+		healthy(t)
+	})
+	// A wedged kubelet: the process lives (systemd says active) but answers nothing.
+	t.Run("kubelet wedged", func(t *testing.T) {
+		c.MustRun(t, "w7", "systemctl", "kill", "--signal=SIGSTOP", "kubelet")
+		defer c.MustRun(t, "w7", "systemctl", "kill", "--signal=SIGCONT", "kubelet")
+		pid := strings.TrimSpace(c.MustRun(t, "w7", "systemctl", "show", "kubelet", "--property", "MainPID", "--value").Stdout)
+		if st, _ := os.ReadFile(c.HostPath("w7", "/proc/"+pid+"/stat")); !strings.Contains(string(st), ") T ") {
+			t.Fatalf("the kubelet is not stopped: the fault was not injected: %q", st)
+		}
+		out := waitDiagnosis(t, c, "w7", "kubelet.healthz", 30*time.Second)
+		if _, ev := check(out, "kubelet.healthz"); !strings.Contains(ev, "is stopped (state T)") {
+			t.Errorf("kubelet.healthz evidence does not name the stopped process: %q", ev)
+		}
+		if st, _ := check(out, "kubelet.service"); st != "pass" {
+			t.Errorf("systemd sees the wedged kubelet active, diagnose says kubelet.service %s", st)
+		}
+	})
+	// A disabled unit: the kubelet runs now, but not after a reboot.
+	t.Run("kubelet unit disabled", func(t *testing.T) {
+		healthy(t)
+		c.MustRun(t, "w7", "systemctl", "disable", "kubelet")
+		defer c.MustRun(t, "w7", "systemctl", "enable", "kubelet")
+		if r := c.Run(t, "w7", "systemctl", "is-enabled", "kubelet"); strings.TrimSpace(r.Stdout) != "disabled" {
+			t.Fatalf("the unit is %q: the fault was not injected", r.Stdout)
+		}
+		out, _ := runDiagnose(t, c, "w7")
+		if st, ev := check(out, "kubelet.enabled"); st != "warn" || !strings.Contains(ev, "UnitFileState=disabled") {
+			t.Errorf("kubelet.enabled %s (%s), want a warning naming the disabled unit", st, ev)
+		}
+	})
 	t.Run("containerd stopped", func(t *testing.T) {
 		if err := c.StopContainerd("w7"); err != nil {
 			t.Fatal(err)

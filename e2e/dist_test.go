@@ -3,24 +3,33 @@
 package e2e
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"kjoin.dev/kjoin/e2e/framework"
+	"kjoin.dev/kjoin/e2e/lab"
 )
 
-// TestDistPackage builds the release (make dist) and checks the .deb as a distribution would:
-// its version follows the v0.x.y tag scheme, its control fields, lintian finds no error or
-// warning (the static binary's override is in the package), and installed into a scratch
-// root with dpkg it runs (kjoin version) and its man pages read (man -l).
-func TestDistPackage(t *testing.T) {
-	repo, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := func(dir, name string, args ...string) string {
+// distOnce builds the release once for the tests that need its package.
+var distOnce struct {
+	sync.Once
+	repo, deb, describe, version string
+	err                          error
+}
+
+// runIn returns a runner of machine commands that fails the test with their output.
+func runIn(t *testing.T) func(dir, name string, args ...string) string {
+	return func(dir, name string, args ...string) string {
 		t.Helper()
 		cmd := exec.Command(name, args...)
 		cmd.Dir = dir
@@ -31,13 +40,50 @@ func TestDistPackage(t *testing.T) {
 		}
 		return string(out)
 	}
-	describe := strings.TrimSpace(run(repo, "git", "describe", "--tags", "--match", "v[0-9]*", "--always", "--dirty"))
-	want := strings.TrimSpace(run(repo, "packaging/debversion.sh", describe))
+}
+
+// buildDeb runs make dist (once per test binary) and returns the repository, the amd64
+// .deb, the git description and the package version.
+func buildDeb(t *testing.T) (repo, deb, describe, version string) {
+	t.Helper()
+	distOnce.Do(func() {
+		d := &distOnce
+		if d.repo, d.err = filepath.Abs(".."); d.err != nil {
+			return
+		}
+		out := func(name string, args ...string) string {
+			if d.err != nil {
+				return ""
+			}
+			cmd := exec.Command(name, args...)
+			cmd.Dir = d.repo
+			b, err := cmd.CombinedOutput()
+			if err != nil {
+				d.err = fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, b)
+			}
+			return string(b)
+		}
+		d.describe = strings.TrimSpace(out("git", "describe", "--tags", "--match", "v[0-9]*", "--always", "--dirty"))
+		d.version = strings.TrimSpace(out("packaging/debversion.sh", d.describe))
+		out("make", "--no-print-directory", "dist")
+		d.deb = filepath.Join(d.repo, "dist", "kjoin_"+d.version+"_amd64.deb")
+	})
+	if distOnce.err != nil {
+		t.Fatal(distOnce.err)
+	}
+	return distOnce.repo, distOnce.deb, distOnce.describe, distOnce.version
+}
+
+// TestDistPackage builds the release (make dist) and checks the .deb as a distribution would:
+// its version follows the v0.x.y tag scheme, its control fields, lintian finds no error or
+// warning (the static binary's override is in the package), and installed into a scratch
+// root with dpkg it runs (kjoin version) and its man pages read (man -l).
+func TestDistPackage(t *testing.T) {
+	repo, deb, describe, want := buildDeb(t)
+	run := runIn(t)
 	if regexp.MustCompile(`^v\d+\.\d+\.\d+`).MatchString(describe) && !strings.HasPrefix(want, strings.TrimPrefix(strings.SplitN(describe, "-", 2)[0], "v")) {
 		t.Fatalf("debversion of %s is %s", describe, want)
 	}
-	run(repo, "make", "--no-print-directory", "dist")
-	deb := filepath.Join(repo, "dist", "kjoin_"+want+"_amd64.deb")
 	info := run(repo, "dpkg-deb", "-I", deb)
 	for _, field := range []string{"Package: kjoin", "Version: " + want, "Architecture: amd64", "Recommends: kubelet, containerd | cri-o", "Section: admin"} {
 		if !strings.Contains(info, field) {
@@ -83,4 +129,128 @@ func TestDistPackage(t *testing.T) {
 	if st, err := os.Stat(filepath.Join(root, "etc/kubernetes/manifests")); err != nil || !st.IsDir() {
 		t.Errorf("no static-pod directory after dpkg -i: %v", err)
 	}
+}
+
+// TestPackageOnSystemdHosts installs kjoin's .deb for real (dpkg -i) on systemd hosts and
+// joins with the packaged /usr/bin/kjoin. On w9, a kubelet binary without a unit: the README's
+// step (copy /usr/share/kjoin/kubelet.service, daemon-reload) gives it one, the package's
+// drop-in makes the kubelet read the join's files (its command line carries kubeadm-flags.env
+// and config.yaml), the join enables the unit, and reset stops and disables it but leaves the
+// unit the operator installed. On w8, prepared as kubeadm's install page says (the kubelet
+// package's unit, enabled), reset leaves the unit enabled.
+func TestPackageOnSystemdHosts(t *testing.T) {
+	_, deb, describe, _ := buildDeb(t)
+	c := framework.Get(t)
+	pkg, err := os.ReadFile(deb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	install := func(h string) {
+		t.Helper()
+		if err := os.WriteFile(c.HostPath(h, "/root/kjoin.deb"), pkg, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c.MustRun(t, h, "dpkg", "-i", "/root/kjoin.deb")
+		if v := c.MustRun(t, h, "/usr/bin/kjoin", "version").Stdout; !strings.Contains(v, "kjoin "+describe) {
+			t.Fatalf("%s: the packaged kjoin says %q, want %s", h, v, describe)
+		}
+	}
+	join := func(h string) {
+		t.Helper()
+		writeToken(t, c, h, lab.Token)
+		r := c.Run(t, h, "/usr/bin/kjoin", "join", c.JoinEndpoint(), "--token-file", "/run/lab/token", "--discovery-token-ca-cert-hash", c.CAHash, "-o", "json")
+		if r.Err != nil {
+			t.Fatalf("%s: the packaged kjoin's join: %v", h, r.Error())
+		}
+		c.WaitNodeCondition(t, h, corev1.NodeReady, corev1.ConditionTrue, 2*time.Minute)
+	}
+	reset := func(h string) (stopped, disabled bool) {
+		t.Helper()
+		r := c.MustRun(t, h, "/usr/bin/kjoin", "reset", "-f", "-o", "json")
+		var out struct{ KubeletStopped, KubeletDisabled bool }
+		if err := json.Unmarshal([]byte(r.Stdout), &out); err != nil {
+			t.Fatalf("%s: reset -o json: %v\n%s", h, err, r.Stdout)
+		}
+		return out.KubeletStopped, out.KubeletDisabled
+	}
+	unitState := func(h string) string {
+		return strings.TrimSpace(c.Run(t, h, "systemctl", "is-enabled", "kubelet").Stdout)
+	}
+
+	const bare = "w9"
+	c.HostWith(t, bare, lab.HostSetup{BareKubelet: true})
+	if r := c.Run(t, bare, "systemctl", "cat", "kubelet"); r.ExitCode == 0 {
+		t.Fatalf("%s should have a kubelet without a unit:\n%s", bare, r.Stdout)
+	}
+	install(bare)
+	c.MustRun(t, bare, "cp", "/usr/share/kjoin/kubelet.service", "/etc/systemd/system/")
+	c.MustRun(t, bare, "systemctl", "daemon-reload")
+	cat := c.MustRun(t, bare, "systemctl", "cat", "kubelet").Stdout
+	for _, want := range []string{"# /etc/systemd/system/kubelet.service", "# /usr/lib/systemd/system/kubelet.service.d/10-kjoin.conf"} {
+		if !strings.Contains(cat, want) {
+			t.Errorf("systemctl cat kubelet lacks %q:\n%s", want, cat)
+		}
+	}
+	if s := unitState(bare); s != "disabled" {
+		t.Fatalf("the copied unit is %q before the join, want disabled", s)
+	}
+	join(bare)
+	if s := unitState(bare); s != "enabled" {
+		t.Errorf("after the join the kubelet unit is %q, want enabled", s)
+	}
+	// The kubelet systemd started carries what the join wrote for it, through the drop-in.
+	pid := strings.TrimSpace(c.MustRun(t, bare, "systemctl", "show", "kubelet", "--property", "MainPID", "--value").Stdout)
+	cmdline, err := os.ReadFile(c.HostPath(bare, "/proc/"+pid+"/cmdline"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+	flags, err := os.ReadFile(c.HostPath(bare, "/var/lib/kubelet/kubeadm-flags.env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantArgs := []string{"--config=/var/lib/kubelet/config.yaml", "--kubeconfig=/etc/kubernetes/kubelet.conf"}
+	env := strings.Trim(strings.TrimPrefix(strings.TrimSpace(string(flags)), "KUBELET_KUBEADM_ARGS="), `"`)
+	wantArgs = append(wantArgs, strings.Fields(env)...)
+	for _, w := range wantArgs {
+		if !slicesContains(args, w) {
+			t.Errorf("the kubelet (pid %s) runs without %s: %q", pid, w, args)
+		}
+	}
+	stopped, disabled := reset(bare)
+	if !stopped || !disabled {
+		t.Errorf("reset on %s: kubeletStopped %v, kubeletDisabled %v; want both", bare, stopped, disabled)
+	}
+	if s := unitState(bare); s != "disabled" {
+		t.Errorf("after reset the unit the join enabled is %q, want disabled", s)
+	}
+	if r := c.Run(t, bare, "systemctl", "is-active", "kubelet"); r.ExitCode == 0 {
+		t.Error("the kubelet still runs after reset")
+	}
+	if _, err := os.Stat(c.HostPath(bare, "/etc/systemd/system/kubelet.service")); err != nil {
+		t.Errorf("reset removed the kubelet unit the operator installed: %v", err)
+	}
+
+	const prepared = "w8"
+	c.Host(t, prepared)
+	install(prepared)
+	if s := unitState(prepared); s != "enabled" {
+		t.Fatalf("%s's kubelet package unit is %q, want enabled (kubeadm's install page)", prepared, s)
+	}
+	join(prepared)
+	if stopped, disabled := reset(prepared); !stopped || disabled {
+		t.Errorf("reset on %s: kubeletStopped %v, kubeletDisabled %v; want stopped, not disabled", prepared, stopped, disabled)
+	}
+	if s := unitState(prepared); s != "enabled" {
+		t.Errorf("reset disabled the kubelet unit it did not enable: %q", s)
+	}
+}
+
+func slicesContains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
 }

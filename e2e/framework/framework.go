@@ -142,8 +142,16 @@ func adminClient(l *lab.Lab) (kubernetes.Interface, error) {
 // on failure the tail of its logs and cp1's is printed and full logs kept as artifacts.
 func (c *Cluster) Host(t *testing.T, name string) *lab.Host {
 	t.Helper()
-	h, err := c.AddHost(context.Background(), name, t.Logf)
+	return c.HostWith(t, name, lab.HostSetup{})
+}
+
+// HostWith is Host for a host set up differently (lab.HostSetup).
+func (c *Cluster) HostWith(t *testing.T, name string, setup lab.HostSetup) *lab.Host {
+	t.Helper()
+	h, err := c.AddHostWith(context.Background(), name, setup, t.Logf)
 	if err != nil {
+		c.DumpLogs(t, name)
+		c.Forget(t, name)
 		t.Fatalf("host %s: %v", name, err)
 	}
 	t.Cleanup(func() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,6 +65,11 @@ func setupNetwork(ctx context.Context) error {
 // AddHost creates a host (namespaces, bind mounts, cgroups, containerd, images) if it is not
 // already up. It is idempotent.
 func (l *Lab) AddHost(ctx context.Context, name string, logf func(string, ...any)) (*Host, error) {
+	return l.AddHostWith(ctx, name, HostSetup{}, logf)
+}
+
+// AddHostWith is AddHost for a host set up differently from the lab's usual one.
+func (l *Lab) AddHostWith(ctx context.Context, name string, setup HostSetup, logf func(string, ...any)) (*Host, error) {
 	ip, err := HostIP(name)
 	if err != nil {
 		return nil, err
@@ -81,7 +87,7 @@ func (l *Lab) AddHost(ctx context.Context, name string, logf func(string, ...any
 	l.mu.Lock()
 	l.Hosts[name] = h
 	l.mu.Unlock()
-	if err := l.createHost(ctx, h); err != nil {
+	if err := l.createHost(ctx, h, setup); err != nil {
 		return nil, fmt.Errorf("create host %s: %w", name, err)
 	}
 	l.mu.Lock()
@@ -92,9 +98,6 @@ func (l *Lab) AddHost(ctx context.Context, name string, logf func(string, ...any
 	}
 	if err := l.waitContainerd(ctx, h); err != nil {
 		return nil, fmt.Errorf("host %s: %w", name, err)
-	}
-	if err := l.importImages(ctx, name, l.ImageDir); err != nil {
-		return nil, err
 	}
 	logf("host %s up (%s, pods %s) in %s", name, ip, h.PodCIDR, time.Since(start).Round(100*time.Millisecond))
 	return h, nil
@@ -125,6 +128,9 @@ func (l *Lab) UseKubelet(host, version string) error {
 	return l.UseProgram(host, "kubelet", bin)
 }
 
+// HostUp reports whether a host's systemd runs (it may still be booting).
+func (l *Lab) HostUp(name string) bool { return l.hostAlive(name) }
+
 func (l *Lab) hostAlive(name string) bool {
 	l.mu.Lock()
 	h := l.Hosts[name]
@@ -133,10 +139,12 @@ func (l *Lab) hostAlive(name string) bool {
 }
 
 // createHost prepares a host's files, cgroups and network namespace, then boots it.
-func (l *Lab) createHost(ctx context.Context, h *Host) error {
+func (l *Lab) createHost(ctx context.Context, h *Host, setup HostSetup) error {
 	ns := nsName(h.Name)
+	l.mu.Lock()
 	h.PID = 0
-	if err := l.writeUpper(h); err != nil {
+	l.mu.Unlock()
+	if err := l.writeUpper(h, setup); err != nil {
 		return err
 	}
 	if err := l.linkRuntime(h); err != nil {
@@ -183,7 +191,16 @@ func (l *Lab) createHost(ctx context.Context, h *Host) error {
 	for _, s := range []string{"net.ipv4.ip_forward=1", "net.ipv4.conf.all.route_localnet=1", "net.ipv6.conf.all.forwarding=1"} {
 		_ = run(ctx, "ip", "netns", "exec", ns, "sysctl", "-q", "-w", s)
 	}
-	return l.boot(ctx, h)
+	for _, addr := range setup.DropAtBoot {
+		ip, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			return fmt.Errorf("DropAtBoot %q: %w", addr, err)
+		}
+		if err := run(ctx, "ip", append([]string{"netns", "exec", ns, "iptables"}, DropRule(ip, port, "-I")...)...); err != nil {
+			return err
+		}
+	}
+	return l.boot(ctx, h, setup)
 }
 
 // etcHosts names every possible lab host, so lookups never leave the machine: by their

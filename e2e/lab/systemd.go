@@ -107,9 +107,33 @@ func buildRootfs(ctx context.Context) (string, error) {
 func (l *Lab) upperDir(host string) string  { return filepath.Join(l.hostDir(host), "upper") }
 func (l *Lab) runLabDir(host string) string { return filepath.Join(l.hostDir(host), "run-lab") }
 
+// HostSetup is how a new host differs from the lab's usual one (a node prepared as kubeadm's
+// install page says: the kubelet and kubeadm packages' units, the kubelet enabled).
+type HostSetup struct {
+	// CloudInit, when set, seeds the NoCloud datasource and lets cloud-init run at first boot;
+	// /usr/bin/kjoin is then the lab's kjoin (an image with the package baked in).
+	CloudInit *CloudInitSeed
+	// BareKubelet: a kubelet binary without a unit (no kubelet or kubeadm package).
+	BareKubelet bool
+	// DropAtBoot are TCP addresses (IP:port) the host cannot reach from before it boots
+	// until DropRule(..., "-D") removes the rule in its network namespace.
+	DropAtBoot []string
+	// BootTimeout bounds the wait for the host's default target (60 s when zero).
+	BootTimeout time.Duration
+}
+
+// CloudInitSeed is a NoCloud seed (/var/lib/cloud/seed/nocloud).
+type CloudInitSeed struct{ UserData, MetaData string }
+
+// DropRule is the iptables arguments (after the command, -I or -D) that drop a host's TCP
+// traffic to ip:port.
+func DropRule(ip, port, op string) []string {
+	return []string{op, "OUTPUT", "-p", "tcp", "-d", ip, "--dport", port, "-j", "DROP"}
+}
+
 // writeUpper seeds a new host's overlay: its name, machine ID and /etc/hosts; the kubelet
 // binary and the package units a node prepared for kubeadm has; containerd's unit.
-func (l *Lab) writeUpper(h *Host) error {
+func (l *Lab) writeUpper(h *Host, setup HostSetup) error {
 	up := l.upperDir(h.Name)
 	id := make([]byte, 16)
 	if _, err := rand.Read(id); err != nil {
@@ -121,10 +145,29 @@ func (l *Lab) writeUpper(h *Host) error {
 		"etc/machine-id": hex.EncodeToString(id) + "\n",
 		"etc/hosts":      l.etcHosts(),
 		// The lab's addresses: the only last-resort flag a lab host needs.
-		"etc/default/kubelet":                                      fmt.Sprintf("KUBELET_EXTRA_ARGS=--node-ip=%s\n", strings.Join(l.nodeIPs(h), ",")),
-		"usr/lib/systemd/system/kubelet.service":                   upstreamKubeletUnit,
-		"usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf": kubeadmDropIn,
-		"etc/systemd/system/containerd.service":                    containerdUnit,
+		"etc/default/kubelet":                                     fmt.Sprintf("KUBELET_EXTRA_ARGS=--node-ip=%s\n", strings.Join(l.nodeIPs(h), ",")),
+		"etc/systemd/system/containerd.service":                   containerdUnit,
+		"etc/systemd/system/containerd.service.d/lab-images.conf": l.imagesDropIn(h),
+		// A lab host reaches no Debian mirror (lab traffic stays on the machine).
+		"etc/apt/sources.list": "# a lab host reaches no mirror; its packages are the root filesystem's\n",
+	}
+	links := map[string]string{
+		"usr/bin/kubelet": "/run/lab/bin/kubelet",
+		"etc/systemd/system/multi-user.target.wants/containerd.service": "/etc/systemd/system/containerd.service",
+	}
+	if !setup.BareKubelet {
+		files["usr/lib/systemd/system/kubelet.service"] = upstreamKubeletUnit
+		files["usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf"] = kubeadmDropIn
+		// Enabled, as kubeadm's install page has it (systemctl enable --now kubelet): until a
+		// join configures it the kubelet exits and systemd restarts it every 10 s.
+		links["etc/systemd/system/multi-user.target.wants/kubelet.service"] = "/usr/lib/systemd/system/kubelet.service"
+	}
+	if seed := setup.CloudInit; seed != nil {
+		files["var/lib/cloud/seed/nocloud/user-data"] = seed.UserData
+		files["var/lib/cloud/seed/nocloud/meta-data"] = seed.MetaData
+		// The lab's network is set up before boot, as an image's would be.
+		files["etc/cloud/cloud.cfg.d/99-lab.cfg"] = "network: {config: disabled}\ndatasource_list: [NoCloud, None]\n"
+		links["usr/bin/kjoin"] = filepath.Join(l.Root, "bin", "kjoin")
 	}
 	pub, err := os.ReadFile(l.SSHKey() + ".pub")
 	if err != nil {
@@ -146,9 +189,11 @@ func (l *Lab) writeUpper(h *Host) error {
 			return err
 		}
 	}
-	links := map[string]string{
-		"usr/bin/kubelet": "/run/lab/bin/kubelet",
-		"etc/systemd/system/multi-user.target.wants/containerd.service": "/etc/systemd/system/containerd.service",
+	if setup.CloudInit != nil {
+		// The root filesystem keeps cloud-init off; an overlay whiteout removes that file.
+		if err := syscall.Mknod(filepath.Join(up, "etc/cloud/cloud-init.disabled"), syscall.S_IFCHR, 0); err != nil {
+			return fmt.Errorf("enable cloud-init: %w", err)
+		}
 	}
 	// The lab's tools (kjoin, kubeadm, kubectl...) where a login shell, a unit or Ansible
 	// finds them without the lab's PATH.
@@ -316,7 +361,7 @@ func (l *Lab) sharedDirs() []string {
 }
 
 // boot starts a host's systemd and waits until it reached its default target.
-func (l *Lab) boot(ctx context.Context, h *Host) error {
+func (l *Lab) boot(ctx context.Context, h *Host, setup HostSetup) error {
 	dir := l.hostDir(h.Name)
 	for _, d := range []string{"upper", "work", "root", "containerd", "run-lab"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
@@ -354,16 +399,24 @@ func (l *Lab) boot(ctx context.Context, h *Host) error {
 		return fmt.Errorf("launch: %w", err)
 	}
 	go func() { _ = cmd.Wait() }()
-	deadline := time.Now().Add(60 * time.Second)
-	for h.PID == 0 {
+	wait := setup.BootTimeout
+	if wait == 0 {
+		wait = 60 * time.Second
+	}
+	deadline := time.Now().Add(wait)
+	for pid := 0; pid == 0; {
 		if time.Now().After(deadline) || cmd.ProcessState != nil {
 			return fmt.Errorf("no PID 1 appeared; launch log:\n%s", tailFile(filepath.Join(dir, "launch.log"), 20))
 		}
 		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid))
 		if f := strings.Fields(string(b)); len(f) == 1 {
-			pid, _ := strconv.Atoi(f[0])
+			pid, _ = strconv.Atoi(f[0])
 			if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); strings.TrimSpace(string(comm)) == "systemd" {
+				l.mu.Lock()
 				h.PID = pid
+				l.mu.Unlock()
+			} else {
+				pid = 0
 			}
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -381,7 +434,8 @@ func (l *Lab) boot(ctx context.Context, h *Host) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return fmt.Errorf("host %s: systemd did not reach its default target in 60s (state %q); console:\n%s", h.Name, state, tailFile(filepath.Join(dir, "console.log"), 30))
+	jobs := l.Exec(ctx, h.Name, "systemctl", "list-jobs", "--no-legend", "--plain")
+	return fmt.Errorf("host %s: systemd did not reach its default target in %s (state %q); jobs:\n%s", h.Name, wait, state, jobs.Stdout)
 }
 
 // alive reports whether a host's systemd runs: its PID 1 is a systemd whose root names it.
@@ -407,4 +461,20 @@ func (h *Host) halt(timeout time.Duration) {
 	for time.Now().Before(deadline) && syscall.Kill(h.PID, 0) == nil {
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// imagesDropIn imports the lab's images into a host's containerd when it first starts (like
+// a node image with its images preloaded): the pause image everywhere, the control-plane
+// images on control planes; before any unit ordered after containerd starts.
+func (l *Lab) imagesDropIn(h *Host) string {
+	images := []string{"pause.tar"}
+	if IsControlPlane(h.Name) {
+		images = append(images, "control-plane.tar")
+	}
+	var cmds []string
+	for _, img := range images {
+		cmds = append(cmds, fmt.Sprintf("ctr -n k8s.io images import --all-platforms %s", filepath.Join(l.ImageDir, img)))
+	}
+	const done = "/var/lib/containerd/.lab-images-imported"
+	return fmt.Sprintf("[Service]\nExecStartPost=/bin/sh -ec '[ -e %s ] && exit 0; %s; touch %s'\n", done, strings.Join(cmds, "; "), done)
 }

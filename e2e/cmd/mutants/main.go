@@ -27,7 +27,7 @@ var mutations = []mutation{
 	{"cmd/kjoin/app/render.go", "out.Retryable = e.Retryable || code == operr.Busy || code == operr.Timeout", "out.Retryable = e.Retryable", "./cmd/kjoin/app", "TestErrorJSONRetryable"},
 	{"operr/operr.go", "\tTrust     Code = 4", "\tTrust     Code = 9", "./operr", "TestExitCodes"},
 	{"operr/operr.go", "\tBusy      Code = 7", "\tBusy      Code = 17", "./operr", "TestExitCodes"},
-	{"diagnose/verdict.go", "\t{\"kubelet.service\", \"the kubelet is not running\", \"start it: systemctl start kubelet; then journalctl -xeu kubelet for why it stopped\"},", "", "./diagnose", "TestVerdictOrder"},
+	{"diagnose/verdict.go", "\t{\"kubelet.service\", \"the kubelet is not running\", \"start it: systemctl enable --now kubelet; then journalctl -xeu kubelet for why it stopped\"},", "", "./diagnose", "TestVerdictOrder"},
 	{"phases/etcdjoin.go", "\t\t\treturn os.RemoveAll(e.Paths.Of(path.Join(dataDir, etcdMemberData)))", "\t\t\treturn os.RemoveAll(e.Paths.Of(dataDir))", "./phases", "TestFailedEtcdJoin"},
 	{"phases/etcd_datadir.go", "\tif slices.Contains(systemDirs, clean) {", "\tif false {", "./phases", "TestControlPlaneJoinRefusesASystem|TestWhatKjoin"},
 	{"phases/reset_files.go", "\tif !s.Journaled || j.Adopted {", "\tif true {", "./phases", "TestResetWithJournal"},
