@@ -34,10 +34,13 @@ fuzz:
 	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t#*:}; \
 	  $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) ./$$pkg || exit 1; done
 
-## components: lab packages and the real Kubernetes/etcd programs (cached by version)
+## components: lab packages, the real Kubernetes/etcd programs (cached by version) and the
+## hosts' root filesystem (cached; built beside the programs, it waits mostly on the mirror)
 components:
 	e2e/scripts/install-deps.sh
-	e2e/components/build.sh
+	@set -e; e2e/rootfs/build.sh >/dev/null & rootfs=$$!; \
+	status=0; e2e/components/build.sh || status=$$?; \
+	wait $$rootfs || status=$$?; exit $$status
 
 ## e2e: the lab suite (root); always tears the lab down
 e2e: build components

@@ -92,13 +92,16 @@ func runKubeletConfig(ctx context.Context, e *host.Env, s *State) error {
 	if old, err := e.ReadFile(host.KubeletFlagsPath); err != nil || kubelet.HasJoinedByLabel(old) {
 		extra = kubelet.WithJoinedByLabel(extra)
 	}
+	// config.yaml last: an enabled kubelet unit restarts the kubelet every few seconds until
+	// a join configures it (the kubelet package's), and config.yaml is what lets it start, so
+	// it starts with its flags (the node labels it registers with) already in place.
 	files := []struct {
 		path string
 		data []byte
 	}{
-		{host.KubeletConfigPath, cfg},
-		{host.KubeletInstancePath, kubelet.InstanceConfig(s.Opts.CRISocket)},
 		{host.KubeletFlagsPath, kubelet.FlagsEnv(defaults, extra)},
+		{host.KubeletInstancePath, kubelet.InstanceConfig(s.Opts.CRISocket)},
+		{host.KubeletConfigPath, cfg},
 	}
 	before := s.changes
 	for _, f := range files {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -149,5 +150,26 @@ func TestJoinedByLabelCostsNoRequest(t *testing.T) {
 		if a.GetResource().Resource == "nodes" && (a.GetVerb() == "patch" || a.GetVerb() == "update") {
 			t.Errorf("the join made %s on nodes", a.GetVerb())
 		}
+	}
+}
+
+// An enabled kubelet unit restarts the kubelet until config.yaml appears: config.yaml must be
+// the last file the join writes for it, after the flags (the labels it registers with).
+func TestKubeletConfigWritesConfigYAMLLast(t *testing.T) {
+	t.Parallel()
+	h := newTestHost(t)
+	s := &State{Opts: h.options(t), BootstrapClient: h.client, Journal: &Journal{Node: "w1"}}
+	if err := KubeletConfig.Run(context.Background(), h.env, s); err != nil {
+		t.Fatal(err)
+	}
+	files := s.Journal.Files
+	last := -1
+	for i, f := range files {
+		if f == host.KubeletFlagsPath || f == host.KubeletInstancePath || f == host.KubeletConfigPath {
+			last = i
+		}
+	}
+	if last < 0 || files[last] != host.KubeletConfigPath || !slices.Contains(files, host.KubeletFlagsPath) {
+		t.Errorf("the kubelet's files in the order written: %v; config.yaml must come last", files)
 	}
 }
