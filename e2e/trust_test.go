@@ -154,6 +154,10 @@ func TestBadInputsTouchNothing(t *testing.T) {
 	if err := c.StopContainerd("w6"); err != nil {
 		t.Fatal(err)
 	}
+	// No runtime at all: not even a stale socket file.
+	if err := os.Remove(c.HostPath("w6", "/run/containerd/containerd.sock")); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
 	writeToken(t, c, "w6", lab.Token)
 	base := []string{"kjoin", "join", "--token-file", "/run/lab/token", "--discovery-token-ca-cert-hash", c.CAHash}
 	// The host really has no runtime: a valid command line fails preflight's runtime lookup.
