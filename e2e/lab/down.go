@@ -68,8 +68,9 @@ func (l *Lab) RemoveHost(ctx context.Context, name string) error {
 	l.mu.Lock()
 	h := l.Hosts[name]
 	l.mu.Unlock()
-	// An orderly halt first: systemd stops the kubelet, containerd and the pods.
-	h.halt(15 * time.Second)
+	// The host's PID 1 first: with it the kernel kills every process of its PID namespace and
+	// the pods' namespaces below it (a lab host is thrown away, not shut down).
+	h.kill()
 	if err := killHost(name, netns); err != nil {
 		return fmt.Errorf("host %s: %w", name, err)
 	}
