@@ -118,8 +118,13 @@ func (p *pausedJoin) wait(t *testing.T) lab.Result {
 // kill kills the paused join with SIGKILL and proves that the signal is what ended it.
 func (p *pausedJoin) kill(t *testing.T) {
 	t.Helper()
-	if err := syscall.Kill(p.pid, syscall.SIGKILL); err != nil {
-		t.Fatalf("kill kjoin pid %d: %v", p.pid, err)
+	// The mark holds kjoin's PID as the host sees it (its own PID namespace).
+	pid, err := p.c.MachinePID(p.host, p.pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill kjoin pid %d (%d on %s): %v", pid, p.pid, p.host, err)
 	}
 	r := p.wait(t)
 	if r.Signal != syscall.SIGKILL {

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -31,7 +32,33 @@ func (l *Lab) HostPath(host, p string) string {
 	return filepath.Join(fmt.Sprintf("/proc/%d/root", pid), p)
 }
 
+// inotifyLimits are what several systemd hosts need of the machine's kernel (each host's
+// systemd, journald, dbus, containerd and kubelet hold inotify instances, all as root): with
+// the default 128 instances a kubelet fails with "inotify_init: too many open files" (kind
+// asks the same of its machines). They are only ever raised.
+var inotifyLimits = map[string]int{"fs/inotify/max_user_instances": 8192, "fs/inotify/max_user_watches": 524288}
+
+func raiseInotifyLimits() error {
+	for k, want := range inotifyLimits {
+		p := filepath.Join("/proc/sys", k)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if cur, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && cur >= want {
+			continue
+		}
+		if err := os.WriteFile(p, []byte(strconv.Itoa(want)), 0o644); err != nil {
+			return fmt.Errorf("raise %s to %d: %w", k, want, err)
+		}
+	}
+	return nil
+}
+
 func setupNetwork(ctx context.Context) error {
+	if err := raiseInotifyLimits(); err != nil {
+		return err
+	}
 	if _, err := os.Stat("/sys/class/net/" + Bridge); err != nil {
 		if err := run(ctx, "ip", "link", "add", Bridge, "type", "bridge"); err != nil {
 			return err

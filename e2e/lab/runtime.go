@@ -126,3 +126,38 @@ func (l *Lab) ImagePulls(host string) []string {
 	}
 	return out
 }
+
+// MachinePID translates the PID of a process as a host sees it (its PID namespace, e.g. what
+// a program there writes down as its own PID) into the machine's PID of that process.
+func (l *Lab) MachinePID(host string, pid int) (int, error) {
+	l.mu.Lock()
+	h := l.Hosts[host]
+	l.mu.Unlock()
+	if !h.alive() {
+		return 0, fmt.Errorf("host %s is not up", host)
+	}
+	var want syscall.Stat_t
+	if err := syscall.Stat(fmt.Sprintf("/proc/%d/ns/pid", h.PID), &want); err != nil {
+		return 0, err
+	}
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		mp, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		var st syscall.Stat_t
+		if syscall.Stat(filepath.Join("/proc", p.Name(), "ns", "pid"), &st) != nil || st.Ino != want.Ino {
+			continue
+		}
+		b, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "status"))
+		for _, line := range strings.Split(string(b), "\n") {
+			if f, ok := strings.CutPrefix(line, "NSpid:"); ok {
+				if ids := strings.Fields(f); len(ids) > 0 && ids[len(ids)-1] == strconv.Itoa(pid) {
+					return mp, nil
+				}
+			}
+		}
+	}
+	return 0, fmt.Errorf("no process %d in host %s", pid, host)
+}

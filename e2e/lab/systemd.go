@@ -186,6 +186,12 @@ func (l *Lab) writeUpper(h *Host, setup HostSetup) error {
 			return err
 		}
 	}
+	if !setup.BareKubelet {
+		// The kubelet package makes the static-pod directory.
+		if err := os.MkdirAll(filepath.Join(up, "etc/kubernetes/manifests"), 0o755); err != nil {
+			return err
+		}
+	}
 	if setup.CloudInit != nil {
 		// The root filesystem keeps cloud-init off; an overlay whiteout removes that file.
 		if err := syscall.Mknod(filepath.Join(up, "etc/cloud/cloud-init.disabled"), syscall.S_IFCHR, 0); err != nil {
