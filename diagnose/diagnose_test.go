@@ -518,6 +518,34 @@ func TestKubeletUnitAsSystemdSeesIt(t *testing.T) {
 			t.Errorf("a stopped kubelet has no command line to judge: %+v", c)
 		}
 	})
+	// A kubelet that exits at start (standalone, without its flags) is judged by its unit: the
+	// missing drop-in is the verdict, not the crash loop it causes.
+	t.Run("drop-in removed, crash looping", func(t *testing.T) {
+		n := newNode(t)
+		unhealthy(t, n)
+		n.runner.kubeletUp = false
+		n.runner.log = crashLog
+		n.runner.show = "NRestarts=5\nActiveState=activating\nSubState=auto-restart\nExecMainStatus=1\nMainPID=0\nUnitFileState=enabled\nDropInPaths=\n" +
+			"ExecStart={ path=/usr/bin/kubelet ; argv[]=/usr/bin/kubelet ; ignore_errors=no ; start_time=[n/a] ; stop_time=[n/a] ; pid=0 ; code=(null) ; status=0/0 }\nEnvironment=\n"
+		r := verdictOf(t, n)
+		if r.Verdict.CheckID != "kubelet.flags" {
+			t.Errorf("verdict %+v, want kubelet.flags", r.Verdict)
+		}
+		if c := checkOf(t, r, "kubelet.flags"); !strings.Contains(c.Evidence, "unit: ExecStart /usr/bin/kubelet;") {
+			t.Errorf("kubelet.flags evidence %q", c.Evidence)
+		}
+	})
+	t.Run("stopped, the drop-in in place", func(t *testing.T) {
+		n := newNode(t)
+		n.runner.kubeletUp = false
+		n.runner.show = "ActiveState=inactive\nSubState=dead\nResult=success\nMainPID=0\nUnitFileState=enabled\n" +
+			"ExecStart={ path=/usr/bin/kubelet ; argv[]=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS ; ignore_errors=no }\n" +
+			`Environment=KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf\x20--kubeconfig=/etc/kubernetes/kubelet.conf KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml` + "\n"
+		r := verdictOf(t, n)
+		if r.Verdict.CheckID != "kubelet.service" || check(r, "kubelet.flags").Status != verify.Pass {
+			t.Errorf("verdict %+v, kubelet.flags %+v", r.Verdict, check(r, "kubelet.flags"))
+		}
+	})
 	t.Run("wedged", func(t *testing.T) {
 		n := newNode(t)
 		unhealthy(t, n)

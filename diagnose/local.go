@@ -68,7 +68,7 @@ func (g *diagnosis) kubeletChecks(ctx context.Context) {
 	// What systemd says of the unit, read once: restarts for the service's evidence and the
 	// crash-loop check.
 	props := map[string]string{}
-	out, showErr := g.e.Exec.Run(ctx, "systemctl", "show", "kubelet", "--property", "NRestarts,ActiveState,SubState,ExecMainStatus,Result,MainPID,UnitFileState,DropInPaths")
+	out, showErr := g.e.Exec.Run(ctx, "systemctl", "show", "kubelet", "--property", "NRestarts,ActiveState,SubState,ExecMainStatus,Result,MainPID,UnitFileState,DropInPaths,ExecStart,Environment")
 	if showErr == nil {
 		for _, l := range strings.Split(string(out), "\n") {
 			if k, v, ok := strings.Cut(strings.TrimSpace(l), "="); ok {
@@ -88,8 +88,8 @@ func (g *diagnosis) kubeletChecks(ctx context.Context) {
 			ev += ", NRestarts=" + n
 		}
 		g.pass("kubelet.service", "the kubelet service is running", ev)
-		g.kubeletFlagsCheck(props)
 	}
+	g.kubeletFlagsCheck(props, !g.failed("kubelet.service"))
 	g.unitEnabledCheck(props)
 	addr := g.cfgString("healthzBindAddress", "127.0.0.1")
 	port := 10248
@@ -272,22 +272,34 @@ func (g *diagnosis) unitEnabledCheck(props map[string]string) {
 	}
 }
 
-// kubeletFlagsCheck fails a running kubelet that was started without the join's kubeconfig
-// and configuration: its unit lost the drop-in that passes them (kjoin's 10-kjoin.conf or
-// kubeadm's 10-kubeadm.conf), so it runs standalone and never reaches the cluster.
-func (g *diagnosis) kubeletFlagsCheck(props map[string]string) {
-	pid := props["MainPID"]
-	if pid == "" || pid == "0" {
-		return
+// kubeletFlagsCheck fails a kubelet started without the join's kubeconfig and configuration:
+// its unit lost the drop-in that passes them (kjoin's 10-kjoin.conf or kubeadm's
+// 10-kubeadm.conf), so it runs standalone, or exits at start, and never reaches the cluster.
+// A running kubelet is judged by its own command line, a stopped one by its unit (ExecStart
+// with the unit's Environment, where the drop-ins put the flags).
+func (g *diagnosis) kubeletFlagsCheck(props map[string]string, running bool) {
+	var words []string
+	var source string
+	if pid := props["MainPID"]; running && pid != "" && pid != "0" {
+		if b, err := g.e.ReadFile("/proc/" + pid + "/cmdline"); err == nil {
+			words = strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+			source = "pid " + pid + ": " + strings.Join(words, " ")
+		}
 	}
-	b, err := g.e.ReadFile("/proc/" + pid + "/cmdline")
-	if err != nil {
-		return // not this node's process table (or gone): nothing to say
+	if words == nil {
+		argv := execStartArgv(props["ExecStart"])
+		if argv == "" {
+			return // no systemd answer: nothing to say
+		}
+		words = strings.Fields(argv + " " + props["Environment"])
+		source = "unit: ExecStart " + argv
+		if env := props["Environment"]; env != "" {
+			source += "; Environment " + env
+		}
 	}
-	args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
 	has := func(flag string) bool {
-		for i, a := range args {
-			if strings.HasPrefix(a, flag+"=") || (a == flag && i+1 < len(args)) {
+		for i, w := range words {
+			if strings.Contains(w, flag+"=") || (w == flag && i+1 < len(words)) {
 				return true
 			}
 		}
@@ -297,15 +309,26 @@ func (g *diagnosis) kubeletFlagsCheck(props map[string]string) {
 	if dropIns == "" {
 		dropIns = "none"
 	}
-	ev := fmt.Sprintf("pid %s: %s; drop-ins: %s", pid, strings.Join(args, " "), dropIns)
-	if len(ev) > 400 {
-		ev = ev[:400] + "..."
+	ev := source + "; drop-ins: " + dropIns
+	if len(ev) > 500 {
+		ev = ev[:500] + "..."
 	}
 	if has("--kubeconfig") && has("--config") {
-		g.pass("kubelet.flags", "the kubelet runs with a kubeconfig and a configuration file", ev)
+		g.pass("kubelet.flags", "the kubelet gets a kubeconfig and a configuration file", ev)
 		return
 	}
-	g.fail("kubelet.flags", "the kubelet runs without the join's --kubeconfig and --config: its unit has no drop-in passing them", ev)
+	g.fail("kubelet.flags", "the kubelet gets no --kubeconfig and --config from its unit: the drop-in that passes the join's files is missing", ev)
+}
+
+// execStartArgv is the command line in systemctl show's ExecStart value
+// ("{ path=/usr/bin/kubelet ; argv[]=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS ... ; ... }").
+func execStartArgv(v string) string {
+	_, rest, ok := strings.Cut(v, "argv[]=")
+	if !ok {
+		return ""
+	}
+	argv, _, _ := strings.Cut(rest, " ;")
+	return strings.TrimSpace(argv)
 }
 
 // processState names a kubelet process that cannot answer: stopped (a SIGSTOP, a debugger)

@@ -6,8 +6,8 @@ import "slices"
 var causes = []struct{ id, cause, next string }{
 	{"node.joined", "this node has not joined a cluster (no kubelet.conf)", "join it: kjoin join <endpoint> --token-file ... --discovery-token-ca-cert-hash sha256:..."},
 	{"kubelet.crashloop", "the kubelet keeps exiting at start (a crash loop)", "fix what it exits with (the kubelet.crashloop evidence: often config.yaml, kubelet.conf or the runtime endpoint), then systemctl restart kubelet"},
+	{"kubelet.flags", "the kubelet gets no kubeconfig and configuration from its unit (the drop-in passing the join's files is missing)", "restore the kubelet unit's drop-in (10-kjoin.conf from the kjoin package, or kubeadm's 10-kubeadm.conf), then systemctl daemon-reload && systemctl restart kubelet"},
 	{"kubelet.service", "the kubelet is not running", "start it: systemctl enable --now kubelet; then journalctl -xeu kubelet for why it stopped"},
-	{"kubelet.flags", "the kubelet runs without the join's kubeconfig and configuration (its unit has no drop-in passing them)", "restore the kubelet unit's drop-in (10-kjoin.conf from the kjoin package, or kubeadm's 10-kubeadm.conf), then systemctl daemon-reload && systemctl restart kubelet"},
 	{"cert.validity", "the kubelet's client certificate is expired or not valid", "rejoin the node (kjoin reset, then kjoin join), or issue a new client certificate; keep rotateCertificates on"},
 	{"cert.node", "the kubelet's certificate is for another node", "rejoin the node under its own name (kjoin reset, then kjoin join)"},
 	{"api.config", "kubelet.conf does not name a usable API server", "rejoin the node, or fix server: in /etc/kubernetes/kubelet.conf"},
@@ -33,7 +33,7 @@ var causes = []struct{ id, cause, next string }{
 
 // crashCauses explain a kubelet that exits at start: when one of them failed, it is the
 // verdict, and the crash loop only its symptom.
-var crashCauses = []string{"cert.validity", "cert.node", "api.config", "cri.reachable"}
+var crashCauses = []string{"kubelet.flags", "cert.validity", "cert.node", "api.config", "cri.reachable"}
 
 func (g *diagnosis) verdict() Verdict {
 	for _, c := range causes {

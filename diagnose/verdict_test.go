@@ -11,7 +11,7 @@ import (
 // this order names the cause. The order is the diagnosis; pin it.
 func TestVerdictOrder(t *testing.T) {
 	want := []string{
-		"node.joined", "kubelet.crashloop", "kubelet.service", "kubelet.flags", "cert.validity", "cert.node", "api.config", "api.dns", "api.tcp", "api.tls", "api.clock", "api.auth",
+		"node.joined", "kubelet.crashloop", "kubelet.flags", "kubelet.service", "cert.validity", "cert.node", "api.config", "api.dns", "api.tcp", "api.tls", "api.clock", "api.auth",
 		"cri.reachable", "cri.runtime", "cni.config", "cri.network", "kubelet.healthz",
 		"res.nodefs", "res.imagefs", "res.memory", "res.pids", "node.pressure", "node.lease", "node.registered", "node.conditions",
 	}
