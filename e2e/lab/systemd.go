@@ -162,8 +162,9 @@ func (l *Lab) writeUpper(h *Host, setup HostSetup) error {
 	if seed := setup.CloudInit; seed != nil {
 		files["var/lib/cloud/seed/nocloud/user-data"] = seed.UserData
 		files["var/lib/cloud/seed/nocloud/meta-data"] = seed.MetaData
-		// The lab's network is set up before boot, as an image's would be.
-		files["etc/cloud/cloud.cfg.d/99-lab.cfg"] = "network: {config: disabled}\ndatasource_list: [NoCloud, None]\n"
+		// The image's own cloud-init settings: its network is set up before boot, and the
+		// minbase root filesystem has no locales for cloud-init's locale module to generate.
+		files["etc/cloud/cloud.cfg.d/99-lab.cfg"] = "network: {config: disabled}\ndatasource_list: [NoCloud, None]\nlocale: false\n"
 		links["usr/bin/kjoin"] = filepath.Join(l.Root, "bin", "kjoin")
 	}
 	pub, err := os.ReadFile(l.SSHKey() + ".pub")
