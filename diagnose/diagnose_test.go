@@ -546,6 +546,38 @@ func TestKubeletUnitAsSystemdSeesIt(t *testing.T) {
 			t.Errorf("verdict %+v, kubelet.flags %+v", r.Verdict, check(r, "kubelet.flags"))
 		}
 	})
+	// Old crash lines in the journal (a loop fixed earlier) do not make a loop of a unit that
+	// systemd says failed for good, or of a running kubelet that is wedged.
+	t.Run("failed for good after an old crash loop", func(t *testing.T) {
+		n := newNode(t)
+		unhealthy(t, n)
+		n.runner.kubeletUp = false
+		n.runner.log = crashLog
+		n.runner.show = "ActiveState=failed\nSubState=failed\nResult=signal\nNRestarts=2\nExecMainStatus=9\nMainPID=0\n"
+		if r := verdictOf(t, n); r.Verdict.CheckID != "kubelet.service" || check(r, "kubelet.crashloop").Status != verify.Pass {
+			t.Errorf("verdict %+v, crash loop %+v", r.Verdict, check(r, "kubelet.crashloop"))
+		}
+	})
+	t.Run("given up by systemd", func(t *testing.T) {
+		n := newNode(t)
+		unhealthy(t, n)
+		n.runner.kubeletUp = false
+		n.runner.log = crashLog
+		n.runner.show = "ActiveState=failed\nSubState=failed\nResult=start-limit-hit\nNRestarts=5\nExecMainStatus=1\nMainPID=0\n"
+		if r := verdictOf(t, n); r.Verdict.CheckID != "kubelet.crashloop" {
+			t.Errorf("verdict %+v, want the crash loop systemd gave up on", r.Verdict)
+		}
+	})
+	t.Run("wedged after an old crash loop", func(t *testing.T) {
+		n := newNode(t)
+		unhealthy(t, n)
+		n.runner.log = crashLog
+		n.runner.show = running + "NRestarts=2\nUnitFileState=enabled\n"
+		n.write(t, "/proc/"+pid+"/cmdline", withFlags)
+		if r := verdictOf(t, n); r.Verdict.CheckID != "kubelet.healthz" || check(r, "kubelet.crashloop").Status != verify.Pass {
+			t.Errorf("verdict %+v, crash loop %+v", r.Verdict, check(r, "kubelet.crashloop"))
+		}
+	})
 	t.Run("wedged", func(t *testing.T) {
 		n := newNode(t)
 		unhealthy(t, n)

@@ -238,7 +238,16 @@ func (g *diagnosis) crashLoopCheck(props map[string]string, showErr error, log s
 		}
 	}
 	exits := max(failedStarts, exited) // journald logs both lines for one exit
-	looping := unhealthy && (restarts >= 2 || exits >= 2 || props["SubState"] == "auto-restart")
+	// Where systemd answers, it says whether the unit is in a restart cycle now: waiting to
+	// restart, starting again after restarts, or given up (start-limit-hit). A unit that runs,
+	// or failed or stopped for good, is not looping, whatever its log's past says. Without
+	// systemd, the kubelet's log is all there is.
+	var looping bool
+	if st := props["ActiveState"]; st != "" {
+		looping = props["SubState"] == "auto-restart" || props["Result"] == "start-limit-hit" || (st == "activating" && restarts >= 2)
+	} else {
+		looping = unhealthy && exits >= 2
+	}
 	if !looping {
 		g.pass("kubelet.crashloop", "the kubelet is not restarting in a loop", fmt.Sprintf("%d restart(s) counted by systemd, %d failed start(s) in its log", restarts, exits))
 		return

@@ -148,6 +148,13 @@ func TestDiagnoseFaults(t *testing.T) {
 	t.Run("kubelet unit failed", func(t *testing.T) {
 		const dropIn = "/run/systemd/system/kubelet.service.d/99-lab-fault.conf"
 		c.MustRun(t, "w7", "sh", "-c", "mkdir -p /run/systemd/system/kubelet.service.d && printf '[Service]\\nRestart=no\\n' > "+dropIn)
+		defer func() { // repaired even when the subtest fails, so the next one starts healthy
+			c.Run(t, "w7", "rm", "-f", dropIn)
+			c.Run(t, "w7", "systemctl", "daemon-reload")
+			c.Run(t, "w7", "systemctl", "reset-failed", "kubelet")
+			c.Run(t, "w7", "systemctl", "start", "kubelet")
+			healthy(t)
+		}()
 		c.MustRun(t, "w7", "systemctl", "daemon-reload")
 		c.MustRun(t, "w7", "systemctl", "kill", "--signal=SIGKILL", "kubelet")
 		deadline := time.Now().Add(30 * time.Second)
@@ -165,11 +172,6 @@ func TestDiagnoseFaults(t *testing.T) {
 		if _, ev := check(out, "kubelet.service"); !strings.Contains(ev, "systemd: failed/failed, result signal") {
 			t.Errorf("kubelet.service evidence does not say how systemd saw it fail: %q", ev)
 		}
-		c.MustRun(t, "w7", "rm", "-f", dropIn)
-		c.MustRun(t, "w7", "systemctl", "daemon-reload")
-		c.MustRun(t, "w7", "systemctl", "reset-failed", "kubelet")
-		c.MustRun(t, "w7", "systemctl", "start", "kubelet")
-		healthy(t)
 	})
 	// The kubelet's drop-in gone (kubeadm's, this host's package layout): after a restart the
 	// package unit starts a bare kubelet that never reads the join's files (standalone, or
@@ -177,6 +179,12 @@ func TestDiagnoseFaults(t *testing.T) {
 	t.Run("kubelet drop-in removed", func(t *testing.T) {
 		const dropIn, parked = "/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf", "/root/10-kubeadm.conf.parked"
 		c.MustRun(t, "w7", "mv", dropIn, parked)
+		defer func() {
+			c.Run(t, "w7", "mv", parked, dropIn)
+			c.Run(t, "w7", "systemctl", "daemon-reload")
+			c.Run(t, "w7", "systemctl", "restart", "kubelet")
+			healthy(t)
+		}()
 		c.MustRun(t, "w7", "systemctl", "daemon-reload")
 		c.MustRun(t, "w7", "systemctl", "restart", "kubelet")
 		// Proven by systemd: the unit has no drop-in and starts the kubelet with no arguments.
@@ -188,10 +196,6 @@ func TestDiagnoseFaults(t *testing.T) {
 		if _, ev := check(out, "kubelet.flags"); !strings.Contains(ev, "drop-ins: none") {
 			t.Errorf("kubelet.flags evidence does not show the missing drop-in: %q", ev)
 		}
-		c.MustRun(t, "w7", "mv", parked, dropIn)
-		c.MustRun(t, "w7", "systemctl", "daemon-reload")
-		c.MustRun(t, "w7", "systemctl", "restart", "kubelet")
-		healthy(t)
 	})
 	// A wedged kubelet: the process lives (systemd says active) but answers nothing.
 	t.Run("kubelet wedged", func(t *testing.T) {
