@@ -79,10 +79,9 @@ func TestCloudInitFirstBoot(t *testing.T) {
 		Changed bool   `json:"changed"`
 		Node    string `json:"node"`
 	}
-	for _, l := range strings.Split(journal, "\n") {
-		if strings.HasPrefix(l, "{") && strings.Contains(l, `"kind"`) && json.Unmarshal([]byte(l), &out) == nil && out.Kind == "JoinResult" {
-			break
-		}
+	// kjoin's answer is the JSON document on stdout (indented): from the line that opens it.
+	if i := strings.Index(journal, "\n{\n"); i >= 0 {
+		_ = json.NewDecoder(strings.NewReader(journal[i+1:])).Decode(&out)
 	}
 	if out.Kind != "JoinResult" || !out.Changed || out.Node != h {
 		t.Errorf("no JoinResult for %s in the unit's journal (got %+v):\n%s", h, out, tail(journal, 20))
