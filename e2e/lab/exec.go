@@ -40,14 +40,7 @@ func (r Result) Error() error {
 // its mount namespace). The process stays in the machine's cgroup: run it through the host's
 // systemd (systemd-run) where that matters.
 func (l *Lab) nsenterArgs(host string) []string {
-	l.mu.Lock()
-	h := l.Hosts[host]
-	l.mu.Unlock()
-	pid := 0
-	if h != nil {
-		pid = h.PID
-	}
-	return []string{"-t", strconv.Itoa(pid), "-a", "--"}
+	return []string{"-t", strconv.Itoa(l.pid1(host)), "-a", "--"}
 }
 
 // hostEnv is the environment of every command run on a host: the host's and the lab's tools
@@ -143,7 +136,13 @@ func runScript(ctx context.Context, logf func(string, ...any), name string) erro
 }
 
 func buildComponents(ctx context.Context) (string, error) {
-	p, err := repoFile("e2e/components/build.sh")
+	return buildWith(ctx, "e2e/components/build.sh", "build components")
+}
+
+// buildWith runs one of the repository's cached builds (its progress on stderr) and returns
+// the directory it prints.
+func buildWith(ctx context.Context, script, what string) (string, error) {
+	p, err := repoFile(script)
 	if err != nil {
 		return "", err
 	}
@@ -151,7 +150,7 @@ func buildComponents(ctx context.Context) (string, error) {
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("build components (%s): %w", p, err)
+		return "", fmt.Errorf("%s (%s): %w", what, p, err)
 	}
 	return strings.TrimSpace(string(out)), nil
 }

@@ -22,14 +22,17 @@ func (l *Lab) hostDir(host string) string { return filepath.Join(l.Root, "hosts"
 // HostPath maps a path inside a running host to the same file as the machine reaches it
 // (through the host's PID 1: /proc/PID/root/...). A host that is not up has no files.
 func (l *Lab) HostPath(host, p string) string {
+	return filepath.Join(fmt.Sprintf("/proc/%d/root", l.pid1(host)), p)
+}
+
+// pid1 is the machine's PID of a host's systemd (0 for a host the lab does not know).
+func (l *Lab) pid1(host string) int {
 	l.mu.Lock()
-	h := l.Hosts[host]
-	l.mu.Unlock()
-	pid := 0
-	if h != nil {
-		pid = h.PID
+	defer l.mu.Unlock()
+	if h := l.Hosts[host]; h != nil {
+		return h.PID
 	}
-	return filepath.Join(fmt.Sprintf("/proc/%d/root", pid), p)
+	return 0
 }
 
 // inotifyLimits are what several systemd hosts need of the machine's kernel (each host's

@@ -85,17 +85,7 @@ WantedBy=multi-user.target
 
 // buildRootfs makes (once, cached) the root filesystem hosts boot and returns its directory.
 func buildRootfs(ctx context.Context) (string, error) {
-	p, err := repoFile("e2e/rootfs/build.sh")
-	if err != nil {
-		return "", err
-	}
-	cmd := exec.CommandContext(ctx, p)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("build the hosts' root filesystem (%s): %w", p, err)
-	}
-	return strings.TrimSpace(string(out)), nil
+	return buildWith(ctx, "e2e/rootfs/build.sh", "build the hosts' root filesystem")
 }
 
 // hostDirs of a host on the machine: its overlay's upper and work directories, the mount
