@@ -35,7 +35,7 @@ import (
 )
 
 // runner answers systemctl and journalctl like a host: show is systemctl show's output (""
-// fails, as the lab's stand-in does), log the kubelet's journal ("" a default one).
+// fails, as on a node without systemd), log the kubelet's journal ("" a default one).
 type runner struct {
 	kubeletUp bool
 	show, log string

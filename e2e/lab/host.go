@@ -351,8 +351,8 @@ func cgroupHierarchies() []string {
 	return out
 }
 
-// makeCgroups creates the host's kubelet --cgroup-root in every hierarchy. A shared root
-// makes one host's kubelet kill the others' pods as orphans.
+// makeCgroups creates the host's cgroup (host-NAME) in every hierarchy: its launcher joins it
+// before unsharing the cgroup namespace, so the host's systemd sees that subtree as its tree.
 func makeCgroups(host string) error {
 	for _, h := range cgroupHierarchies() {
 		p := filepath.Join(h, "host-"+host)
