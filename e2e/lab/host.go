@@ -159,9 +159,7 @@ func (l *Lab) UseKubelet(host, version string) error {
 }
 
 // HostUp reports whether a host's systemd runs (it may still be booting).
-func (l *Lab) HostUp(name string) bool { return l.hostAlive(name) }
-
-func (l *Lab) hostAlive(name string) bool {
+func (l *Lab) HostUp(name string) bool {
 	l.mu.Lock()
 	h := l.Hosts[name]
 	l.mu.Unlock()

@@ -14,7 +14,7 @@ import (
 // (e2e/components/build.sh KJOIN_RUNTIMES, e.g. "containerd-v2.4.2") instead of the machine's
 // containerd package.
 func (l *Lab) UseRuntime(host, name string) error {
-	if l.hostAlive(host) {
+	if l.HostUp(host) {
 		return fmt.Errorf("host %s is up already: its runtime is chosen before it is created", host)
 	}
 	if _, err := os.Stat(filepath.Join(l.BinDir, "runtimes", name, "containerd")); err != nil {
