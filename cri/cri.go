@@ -190,3 +190,49 @@ func normalImage(ref string) string {
 	}
 	return ref
 }
+
+// Sandbox is one pod sandbox the runtime holds (what `crictl pods` lists).
+type Sandbox struct {
+	ID    string
+	Name  string // namespace/name of the pod
+	Ready bool
+}
+
+// Sandboxes is what kjoin reset asks of a runtime, as kubeadm reset does through crictl: the
+// pod sandboxes, and their removal (stop, then remove, with their containers).
+type Sandboxes interface {
+	PodSandboxes(ctx context.Context) ([]Sandbox, error)
+	RemovePodSandbox(ctx context.Context, id string) error
+	Close() error
+}
+
+var _ Sandboxes = (*Client)(nil)
+
+// PodSandboxes lists every pod sandbox the runtime holds, ready or not.
+func (c *Client) PodSandboxes(ctx context.Context) ([]Sandbox, error) {
+	resp, err := c.rs.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("CRI ListPodSandbox: %w", err)
+	}
+	var out []Sandbox
+	for _, p := range resp.Items {
+		out = append(out, Sandbox{
+			ID:    p.Id,
+			Name:  p.GetMetadata().GetNamespace() + "/" + p.GetMetadata().GetName(),
+			Ready: p.State == runtimeapi.PodSandboxState_SANDBOX_READY,
+		})
+	}
+	return out, nil
+}
+
+// RemovePodSandbox stops a pod sandbox (its containers with it) and removes it. A sandbox
+// already gone is not an error.
+func (c *Client) RemovePodSandbox(ctx context.Context, id string) error {
+	if _, err := c.rs.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil && status.Code(err) != codes.NotFound {
+		return fmt.Errorf("CRI StopPodSandbox %s: %w", id, err)
+	}
+	if _, err := c.rs.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id}); err != nil && status.Code(err) != codes.NotFound {
+		return fmt.Errorf("CRI RemovePodSandbox %s: %w", id, err)
+	}
+	return nil
+}

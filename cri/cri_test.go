@@ -56,7 +56,10 @@ func (f *fakeRuntime) ListImages(context.Context, *runtimeapi.ListImagesRequest)
 	}}, nil
 }
 
-func serve(t *testing.T, f *fakeRuntime) (root, endpoint string) {
+func serve(t *testing.T, f interface {
+	runtimeapi.RuntimeServiceServer
+	runtimeapi.ImageServiceServer
+}) (root, endpoint string) {
 	t.Helper()
 	root = t.TempDir()
 	l, err := net.Listen("unix", filepath.Join(root, "cri.sock"))

@@ -17,15 +17,7 @@ import (
 
 // runtimeChecks ask the container runtime over the CRI API, and look for a CNI config.
 func (g *diagnosis) runtimeChecks(ctx context.Context) {
-	endpoint := g.cfgString("containerRuntimeEndpoint", "")
-	if endpoint == "" {
-		if b, err := g.e.ReadFile(host.KubeletInstancePath); err == nil {
-			endpoint = strings.Trim(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(b)), "containerRuntimeEndpoint:")), `"`)
-		}
-	}
-	if endpoint == "" {
-		endpoint = "unix:///run/containerd/containerd.sock"
-	}
+	endpoint := host.RuntimeEndpoint(g.e)
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	rt, err := g.d.Runtime(cctx, endpoint)

@@ -79,8 +79,9 @@ func clusterMarks(t *testing.T, c *framework.Cluster) (tokens int, certs string)
 // TestAnsiblePlaybook runs the example playbook with Debian's ansible-core (over SSH, become
 // via su) against lab hosts, systemd hosts like any node: --check on fresh hosts reports would-change and changes nothing; the
 // first run joins w1 and cp2; the second changes nothing and mints no token; after kjoin
-// reset on w1 a third run joins it again without re-uploading certificates; a run whose
-// join fails leaves no secret behind.
+// reset on w1 a third run joins it again without re-uploading certificates, and so does a run
+// under --limit w1 (cp1, outside the limit, still makes the token); a run whose join fails
+// leaves no secret behind.
 func TestAnsiblePlaybook(t *testing.T) {
 	if _, err := exec.LookPath("ansible-playbook"); err != nil {
 		t.Fatal("ansible-playbook is not installed (e2e/scripts/install-deps.sh installs ansible-core)")
@@ -147,6 +148,22 @@ func TestAnsiblePlaybook(t *testing.T) {
 	}
 	c.WaitNodeCondition(t, "w1", corev1.NodeReady, corev1.ConditionTrue, time.Minute)
 
+	// --limit to one worker: only it is probed and joined; the token still comes from cp1,
+	// which is outside the limit (delegation).
+	c.MustRun(t, "w1", "kjoin", "reset", "-f")
+	before := journalMtime(t, c, "w1")
+	limited, _ := runPlaybook(t, c, inv, false, "--limit", "w1")
+	if len(limited) != 1 || limited["w1"].changed == "0" || limited["w1"].failed != "0" {
+		t.Errorf("--limit w1 should join w1 and touch no other host: %+v", limited)
+	}
+	if after := journalMtime(t, c, "w1"); !after.After(before) {
+		t.Errorf("--limit w1 reported a join, but w1's join journal was not written (before %v, after %v)", before, after)
+	}
+	if _, ce := clusterMarks(t, c); ce != certs {
+		t.Errorf("--limit to a worker re-uploaded the control-plane certificates (kubeadm-certs %s → %s)", certs, ce)
+	}
+	c.WaitNodeCondition(t, "w1", corev1.NodeReady, corev1.ConditionTrue, time.Minute)
+
 	// A join that fails (a node name kjoin refuses): the run fails, the secrets are gone.
 	c.Host(t, "w2")
 	bad := inventory("inventory-bad.ini", line("w1")+"\n"+line("w2")+` kjoin_extra_args='["--node-name", "Not_A_Name"]'`)
@@ -164,6 +181,16 @@ func TestAnsiblePlaybook(t *testing.T) {
 	if r := c.Run(t, "w2", "sh", "-c", "ls -d /tmp/kjoin-join-secrets-* 2>/dev/null"); strings.TrimSpace(r.Stdout) != "" {
 		t.Errorf("a run left secrets directories behind:\n%s", r.Stdout)
 	}
+}
+
+// journalMtime is the modification time of host's join journal (zero when there is none).
+func journalMtime(t *testing.T, c *framework.Cluster, host string) time.Time {
+	t.Helper()
+	st, err := os.Stat(c.HostPath(host, "/var/lib/kjoin/journal.json"))
+	if err != nil {
+		return time.Time{}
+	}
+	return st.ModTime()
 }
 
 func tail(s string, n int) string {

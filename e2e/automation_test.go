@@ -4,7 +4,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,9 +15,11 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"kjoin.dev/kjoin/e2e/framework"
 	"kjoin.dev/kjoin/e2e/lab"
+	"kjoin.dev/kjoin/output"
 )
 
 var workerPhases = []string{"preflight", "discovery", "version-check", "tls-bootstrap", "kubelet-config", "kubelet-start"}
@@ -78,7 +82,37 @@ func TestRerunResetRejoin(t *testing.T) {
 			t.Errorf("text re-run does not say already joined: %s", text.Stdout)
 		}
 
-		c.MustRun(t, "w5", "kjoin", "reset")
+		pod := runPausePod(t, c, "w5")
+		if n := podContainers(t, c, "w5", pod); n == 0 {
+			t.Fatalf("pod %s (UID %s) runs, but the runtime on w5 holds none of its containers", pod.Name, pod.UID)
+		}
+		// A dry run lists the pod and everything else, and changes nothing.
+		dry := decodeReset(t, c.MustRun(t, "w5", "kjoin", "reset", "--dry-run", "-o", "json"))
+		plan := strings.Join(dry.PlannedActions, "\n")
+		for _, want := range []string{"stop the kubelet", "remove pod default/" + pod.Name + " ", "remove /etc/kubernetes/kubelet.conf", "remove the join journal"} {
+			if !strings.Contains(plan, want) {
+				t.Errorf("reset --dry-run's plan lacks %q:\n%s", want, plan)
+			}
+		}
+		if !dry.DryRun || dry.Changed || len(dry.RemovedFiles) > 0 || len(dry.RemovedPods) > 0 || dry.KubeletStopped {
+			t.Errorf("reset --dry-run reports a change: %+v", dry)
+		}
+		for _, f := range joinFiles {
+			if _, err := os.Lstat(c.HostPath("w5", f)); err != nil {
+				t.Errorf("reset --dry-run removed %s", f)
+			}
+		}
+		if c.Run(t, "w5", "systemctl", "is-active", "--quiet", "kubelet").ExitCode != 0 || podContainers(t, c, "w5", pod) == 0 {
+			t.Error("reset --dry-run stopped the kubelet or the pod")
+		}
+
+		done := decodeReset(t, c.MustRun(t, "w5", "kjoin", "reset", "-o", "json"))
+		if !slices.Contains(done.RemovedPods, "default/"+pod.Name) {
+			t.Errorf("reset removed pods %v, not default/%s", done.RemovedPods, pod.Name)
+		}
+		if n := podContainers(t, c, "w5", pod); n != 0 {
+			t.Errorf("after reset the runtime on w5 still holds %d containers of pod %s (UID %s)", n, pod.Name, pod.UID)
+		}
 		for _, f := range joinFiles {
 			if _, err := os.Lstat(c.HostPath("w5", f)); err == nil {
 				t.Errorf("%s survived reset", f)
@@ -133,6 +167,48 @@ func TestRerunResetRejoin(t *testing.T) {
 		}
 		assertEtcdVoters(t, c, 2)
 	})
+}
+
+// runPausePod runs a pause pod on host and waits until it runs; it is deleted at the end.
+func runPausePod(t *testing.T, c *framework.Cluster, host string) *corev1.Pod {
+	t.Helper()
+	ctx := context.Background()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "pause-" + host + "-", Namespace: "default"},
+		Spec: corev1.PodSpec{NodeName: host, Containers: []corev1.Container{{Name: "pause", Image: c.PauseImage, ImagePullPolicy: corev1.PullNever}},
+			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}}}}
+	made, err := c.Client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Client.CoreV1().Pods("default").Delete(context.Background(), made.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+	})
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		p, err := c.Client.CoreV1().Pods("default").Get(ctx, made.Name, metav1.GetOptions{})
+		return err == nil && p.UID == made.UID && p.Status.Phase == corev1.PodRunning, nil
+	})
+	if err != nil {
+		c.DumpLogs(t, host)
+		t.Fatalf("pod %s (UID %s) on %s is not running: %v", made.Name, made.UID, host, err)
+	}
+	return made
+}
+
+// podContainers counts the containers (the sandbox among them) host's runtime holds for pod,
+// as containerd's own client lists them.
+func podContainers(t *testing.T, c *framework.Cluster, host string, pod *corev1.Pod) int {
+	t.Helper()
+	out := c.MustRun(t, host, "ctr", "-n", "k8s.io", "containers", "ls", "-q", `labels."io.kubernetes.pod.uid"==`+string(pod.UID)).Stdout
+	return len(strings.Fields(out))
+}
+
+func decodeReset(t *testing.T, r lab.Result) output.ResetResult {
+	t.Helper()
+	var out output.ResetResult
+	if err := json.Unmarshal([]byte(r.Stdout), &out); err != nil {
+		t.Fatalf("reset -o json: %v\n%s", err, r.Stdout)
+	}
+	return out
 }
 
 // TestResumeAfterKill kills kjoin with SIGKILL after each phase and runs it again: the join

@@ -104,6 +104,9 @@ type Env struct {
 	PortInUse func(port int) bool
 	// DescribeRuntime asks the container runtime at a CRI endpoint what it is (cri.Client.Describe).
 	DescribeRuntime func(ctx context.Context, endpoint string) (cri.Info, error)
+	// Sandboxes connects to the container runtime at a CRI endpoint for its pod sandboxes
+	// (reset removes them, as kubeadm reset does). Nil: not available.
+	Sandboxes func(endpoint string) (cri.Sandboxes, error)
 	// SocketReachable reports whether a unix socket accepts connections.
 	SocketReachable func(path string) bool
 	// LocalAddressFor returns this host's IP on the route to endpoint (host:port).

@@ -163,9 +163,14 @@ type ResetResult struct {
 	// KubeletDisabled: the kubelet unit was disabled (the join had enabled it).
 	KubeletDisabled bool     `json:"kubeletDisabled"`
 	RemovedFiles    []string `json:"removedFiles"`
-	Phases          []Phase  `json:"phases"`
-	Warnings        []string `json:"warnings"`
-	Error           *Error   `json:"error,omitempty"`
+	// RemovedPods are the pods removed from the container runtime (namespace/name).
+	RemovedPods []string `json:"removedPods"`
+	// DryRun: nothing was changed; PlannedActions is what the reset would do, in order.
+	DryRun         bool     `json:"dryRun"`
+	PlannedActions []string `json:"plannedActions"`
+	Phases         []Phase  `json:"phases"`
+	Warnings       []string `json:"warnings"`
+	Error          *Error   `json:"error,omitempty"`
 }
 
 // Check is one check of verify or diagnose.

@@ -22,20 +22,28 @@ type ResetOptions struct {
 	// DeleteNode deletes the Node object with admin credentials (Kubeconfig).
 	DeleteNode bool
 	Kubeconfig string
+	// DryRun changes nothing: every check runs (the etcd quorum check, the admin credentials
+	// with a server-side dry-run delete), and each step is reported as planned.
+	DryRun bool
 }
 
 // ResetReport says what reset did.
 type ResetReport struct {
-	Changed           bool          `json:"changed"`
-	Node              string        `json:"node,omitempty"`
-	Role              string        `json:"role"`
-	EtcdMemberRemoved string        `json:"etcdMemberRemoved,omitempty"`
-	NodeDeleted       bool          `json:"nodeDeleted"`
-	KubeletStopped    bool          `json:"kubeletStopped"`
-	KubeletDisabled   bool          `json:"kubeletDisabled"`
-	RemovedFiles      []string      `json:"removedFiles"`
-	Phases            []PhaseResult `json:"phases"`
-	Warnings          []string      `json:"warnings"`
+	Changed           bool     `json:"changed"`
+	Node              string   `json:"node,omitempty"`
+	Role              string   `json:"role"`
+	EtcdMemberRemoved string   `json:"etcdMemberRemoved,omitempty"`
+	NodeDeleted       bool     `json:"nodeDeleted"`
+	KubeletStopped    bool     `json:"kubeletStopped"`
+	KubeletDisabled   bool     `json:"kubeletDisabled"`
+	RemovedFiles      []string `json:"removedFiles"`
+	// RemovedPods are the pod sandboxes removed through the CRI (namespace/name).
+	RemovedPods []string `json:"removedPods"`
+	// DryRun: nothing was changed; PlannedActions is what the reset would do, in order.
+	DryRun         bool          `json:"dryRun"`
+	PlannedActions []string      `json:"plannedActions"`
+	Phases         []PhaseResult `json:"phases"`
+	Warnings       []string      `json:"warnings"`
 }
 
 // ResetState is what the reset phases read and write.
@@ -54,7 +62,19 @@ type ResetState struct {
 	// EtcdDataMayGo is set once this node's etcd member is out of the cluster (or never was
 	// in it), or with --allow-etcd-quorum-loss: only then is the etcd data wiped.
 	EtcdDataMayGo bool
+	// kubeletStopping: the kubelet was stopped (or, in a dry run, would be), so the Node is
+	// marked not ready.
+	kubeletStopping bool
+	// holdsJoin: the node holds a join (a journal, or a kubelet kubeconfig kubeadm wrote).
+	holdsJoin bool
 	Record
+}
+
+// Plan records a step a dry run would take (and says it).
+func (s *ResetState) Plan(e *host.Env, phase, format string, args ...any) {
+	a := sprintf(format, args...)
+	s.Report.PlannedActions = append(s.Report.PlannedActions, a)
+	e.Logf(phase, "would %s", a)
 }
 
 // ResetPhase is one step of the reset.
@@ -62,13 +82,14 @@ type ResetPhase = workflow.Phase[*ResetState]
 
 // ResetWorkflow undoes a join, in this order: the Node (with --delete-node), the etcd member
 // (refused when that would break quorum, unless forced), the static pods, the kubelet, the
-// Node's Ready condition, then the files the join wrote.
-var ResetWorkflow = []ResetPhase{ResetDeleteNode, ResetEtcdMember, ResetStaticPods, ResetKubelet, ResetMarkNode, ResetFiles}
+// pods left in the container runtime, the Node's Ready condition, then the files the join
+// wrote.
+var ResetWorkflow = []ResetPhase{ResetDeleteNode, ResetEtcdMember, ResetStaticPods, ResetKubelet, ResetContainers, ResetMarkNode, ResetFiles}
 
 // Reset runs the reset workflow on this node (skipping the named phases) and reports what
 // it did. It is idempotent: a second run changes nothing.
 func Reset(ctx context.Context, e *host.Env, o ResetOptions, skip []string) (*ResetReport, error) {
-	r := &ResetReport{Role: "worker", RemovedFiles: []string{}, Warnings: []string{}}
+	r := &ResetReport{Role: "worker", RemovedFiles: []string{}, RemovedPods: []string{}, PlannedActions: []string{}, Warnings: []string{}, DryRun: o.DryRun}
 	j, err := LoadJournal(e)
 	if err != nil {
 		return r, journalError(err)
@@ -79,6 +100,7 @@ func Reset(ctx context.Context, e *host.Env, o ResetOptions, skip []string) (*Re
 	}
 	rs := &ResetState{Opts: o, Report: r, Journal: j, EtcdDataMayGo: o.AllowEtcdQuorumLoss, APIServerPort: 6443}
 	rs.Journaled = e.Exists(JournalPath)
+	rs.holdsJoin = rs.Journaled || e.Exists(host.KubeletKubeconfig) || e.Exists(host.BootstrapKubeconfig)
 	etcdManifest := path.Join(host.ManifestsDir, "etcd.yaml")
 	if !rs.Journaled || j.Adopted || j.Owns(etcdManifest) {
 		// A journaled join that wrote no etcd manifest made no etcd member: not its to remove.
@@ -94,9 +116,12 @@ func Reset(ctx context.Context, e *host.Env, o ResetOptions, skip []string) (*Re
 		r.Role = "control-plane"
 	}
 	results, err := workflow.Run(ctx, e, rs, ResetWorkflow, workflow.Options{Skip: skip}, workflow.Hooks[*ResetState]{
-		Changes: func(s *ResetState) int { return s.changes },
+		Changes: func(s *ResetState) int { return s.changes + len(s.Report.PlannedActions) },
 		Again:   "run the same command again to finish the reset",
 	})
+	if o.DryRun {
+		results = planned(results, ResetWorkflow)
+	}
 	r.Phases, r.Changed = results, rs.Changed()
 	if r.Phases == nil {
 		r.Phases = []PhaseResult{}

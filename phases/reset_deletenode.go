@@ -10,9 +10,10 @@ import (
 	"kjoin.dev/kjoin/operr"
 )
 
-// ResetDeleteNode deletes the Node object with admin credentials (--delete-node).
+// ResetDeleteNode deletes the Node object with admin credentials (--delete-node); a dry run
+// asks the API server for a dry-run delete, which checks the credentials and admission.
 //
-//	Reads:  s.Opts (DeleteNode, Kubeconfig), s.Report.Node
+//	Reads:  s.Opts (DeleteNode, Kubeconfig, DryRun), s.Report.Node
 //	Writes: s.Report.NodeDeleted
 var ResetDeleteNode = ResetPhase{
 	Name: "delete-node", Short: "Delete the Node object (--delete-node)", Run: runResetDeleteNode,
@@ -29,8 +30,15 @@ var ResetDeleteNode = ResetPhase{
 
 func runResetDeleteNode(ctx context.Context, e *host.Env, s *ResetState) error {
 	r := s.Report
-	if err := deleteNode(ctx, e, s.Opts.Kubeconfig, r.Node); err != nil {
+	found, err := deleteNode(ctx, e, s.Opts.Kubeconfig, r.Node, s.Opts.DryRun)
+	if err != nil {
 		return err
+	}
+	if s.Opts.DryRun {
+		if found {
+			s.Plan(e, "delete-node", "delete Node %q", r.Node)
+		}
+		return nil
 	}
 	r.NodeDeleted = true
 	s.MarkChanged()
@@ -38,20 +46,28 @@ func runResetDeleteNode(ctx context.Context, e *host.Env, s *ResetState) error {
 	return nil
 }
 
-func deleteNode(ctx context.Context, e *host.Env, kubeconfig, name string) error {
+// deleteNode deletes the Node (only a server-side dry run with dryRun) and reports whether it
+// existed.
+func deleteNode(ctx context.Context, e *host.Env, kubeconfig, name string, dryRun bool) (found bool, err error) {
 	if kubeconfig == "" {
 		kubeconfig = host.AdminKubeconfig
 	}
 	c, _, err := e.ClientFromKubeconfig(kubeconfig)
 	if err != nil {
-		return operr.Wrap(operr.Usage, err, "--delete-node needs admin credentials", "pass --kubeconfig with a cluster-admin kubeconfig")
+		return false, operr.Wrap(operr.Usage, err, "--delete-node needs admin credentials", "pass --kubeconfig with a cluster-admin kubeconfig")
 	}
-	err = c.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
-	if apierrors.IsForbidden(err) {
-		return operr.Wrap(operr.Auth, err, "the kubeconfig's user may not delete nodes", "pass --kubeconfig with a cluster-admin kubeconfig")
+	opts := metav1.DeleteOptions{}
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
 	}
-	if err != nil && !apierrors.IsNotFound(err) {
-		return operr.Wrap(operr.Other, err, "delete Node "+name, "")
+	err = c.CoreV1().Nodes().Delete(ctx, name, opts)
+	switch {
+	case apierrors.IsForbidden(err):
+		return false, operr.Wrap(operr.Auth, err, "the kubeconfig's user may not delete nodes", "pass --kubeconfig with a cluster-admin kubeconfig")
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, operr.Wrap(operr.Other, err, "delete Node "+name, "")
 	}
-	return nil
+	return true, nil
 }

@@ -30,7 +30,12 @@ var ResetEtcdMember = ResetPhase{
 
 func runResetEtcdMember(ctx context.Context, e *host.Env, s *ResetState) error {
 	warn := func(format string, a ...any) { s.Warn(e, "remove-etcd-member", format, a...) }
-	id, gone, err := removeEtcdMember(ctx, e, s.EtcdManifest, s.Opts.AllowEtcdQuorumLoss, warn)
+	id, gone, err := removeEtcdMember(ctx, e, s.EtcdManifest, s.Opts.AllowEtcdQuorumLoss, warn, func(id uint64, what string) bool {
+		if s.Opts.DryRun {
+			s.Plan(e, "remove-etcd-member", "remove etcd member %x (%s)", id, what)
+		}
+		return !s.Opts.DryRun
+	})
 	if err != nil {
 		return err
 	}
@@ -46,8 +51,10 @@ func runResetEtcdMember(ctx context.Context, e *host.Env, s *ResetState) error {
 // The member is this node's when it has the manifest's peer URL or, with no peer URL in it,
 // the manifest's --name: a manifest naming neither is not taken as "not a member".
 // gone reports that the member is out of the cluster (removed now, or not a member), so its
-// data may be wiped.
-func removeEtcdMember(ctx context.Context, e *host.Env, manifest []byte, allowQuorumLoss bool, warn func(string, ...any)) (id string, gone bool, err error) {
+// data may be wiped. Once every check passed, proceed is asked with the member's ID and a
+// description; when it says no (a dry run) nothing is removed and gone reports that the member
+// would be.
+func removeEtcdMember(ctx context.Context, e *host.Env, manifest []byte, allowQuorumLoss bool, warn func(string, ...any), proceed func(id uint64, what string) bool) (id string, gone bool, err error) {
 	flags := staticPodFlags(manifest)
 	peerURL := flags["initial-advertise-peer-urls"]
 	name := flags["name"]
@@ -115,6 +122,9 @@ func removeEtcdMember(ctx context.Context, e *host.Env, manifest []byte, allowQu
 		return "", false, operr.Newf(operr.Preflight,
 			"removing this etcd member would leave %d voting member(s) of which only %d are healthy: etcd would lose quorum", remaining, healthyOthers).
 			WithHint("bring the other control planes' etcd back first, or pass --allow-etcd-quorum-loss")
+	}
+	if !proceed(self, strings.TrimSpace(name+" "+peerURL)) {
+		return "", true, nil
 	}
 	// Ask the other members: the member being removed stops serving the moment the removal
 	// is applied, so its own answer may be "server stopped" for a removal that happened.

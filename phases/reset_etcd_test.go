@@ -2,6 +2,7 @@ package phases
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -50,6 +51,29 @@ func TestResetControlPlaneQuorum(t *testing.T) {
 		}
 		if c.env.Exists("/var/lib/etcd/member") || c.env.Exists("/etc/kubernetes/manifests/etcd.yaml") || c.env.Exists("/etc/kubernetes/pki/ca.key") {
 			t.Error("reset left etcd data, a manifest or a key behind")
+		}
+	})
+	t.Run("dry run: checked and planned, nothing removed", func(t *testing.T) {
+		t.Parallel()
+		c := join(t)
+		rep, err := Reset(context.Background(), c.env, ResetOptions{DryRun: true}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := c.etcd.Member("https://10.0.0.12:2380")
+		if id == nil || !c.env.Exists("/var/lib/etcd/member/snap/db") || !c.env.Exists("/etc/kubernetes/manifests/etcd.yaml") || rep.EtcdMemberRemoved != "" {
+			t.Fatalf("a dry run removed the member, its data or its manifest: %+v", rep)
+		}
+		plan := strings.Join(rep.PlannedActions, "\n")
+		for _, want := range []string{fmt.Sprintf("remove etcd member %x (cp2 https://10.0.0.12:2380)", id.ID), "remove /etc/kubernetes/manifests/etcd.yaml (the kubelet stops its pod)", "remove /var/lib/etcd/member"} {
+			if !strings.Contains(plan, want) {
+				t.Errorf("plan lacks %q:\n%s", want, plan)
+			}
+		}
+		// The same checks refuse a dry run where the reset would be refused.
+		c.etcd.Unhealthy["https://10.0.0.11:2379"] = true
+		if _, err := Reset(context.Background(), c.env, ResetOptions{DryRun: true}, nil); operr.CodeOf(err) != operr.Preflight || !strings.Contains(err.Error(), "lose quorum") {
+			t.Fatalf("dry run with etcd short of quorum: %v", err)
 		}
 	})
 	t.Run("removal answered by the removed member", func(t *testing.T) {

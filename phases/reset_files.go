@@ -37,7 +37,7 @@ var kubeletClientPEM = regexp.MustCompile(`^kubelet-client-\d{4}-\d{2}-\d{2}-\d{
 // nodes kubeadm joined, confined to the join's directories, then the journal. Of the etcd
 // data directory only the member's data (member/) goes, and only when s.EtcdDataMayGo.
 //
-//	Reads:  s.Journal, s.Journaled, s.EtcdManifest, s.EtcdDataMayGo
+//	Reads:  s.Journal, s.Journaled, s.EtcdManifest, s.EtcdDataMayGo, s.Opts.DryRun
 //	Writes: s.Report.RemovedFiles; removes host files and the journal
 var ResetFiles = ResetPhase{Name: "remove-files", Short: "Remove the files the join wrote, then the journal", Run: runResetFiles}
 
@@ -103,17 +103,26 @@ func runResetFiles(_ context.Context, e *host.Env, s *ResetState) error {
 		if _, err := os.Lstat(p); err != nil {
 			continue
 		}
+		if s.Opts.DryRun {
+			s.Plan(e, "remove-files", "remove %s", clean)
+			continue
+		}
 		if err := os.RemoveAll(p); err != nil { // a symlink itself is removed, never its target
 			return operr.Wrap(operr.Other, err, "cannot remove "+clean, "")
 		}
 		r.RemovedFiles = append(r.RemovedFiles, clean)
 		s.MarkChanged()
 	}
-	if e.Exists(JournalPath) {
+	if e.Exists(JournalPath) && s.Opts.DryRun {
+		s.Plan(e, "remove-files", "remove the join journal %s", JournalPath)
+	} else if e.Exists(JournalPath) {
 		if err := RemoveJournal(e); err != nil {
 			return err
 		}
 		s.MarkChanged()
+	}
+	if s.Opts.DryRun {
+		return nil
 	}
 	if s.Changed() {
 		e.Logf("remove-files", "removed %d files; the node left the cluster", len(r.RemovedFiles))

@@ -17,18 +17,18 @@ import (
 // stopped (Ready=Unknown), rather than after the node monitor's grace period: a Ready Node
 // would block re-joining under the same name.
 //
-//	Reads:  s.Report (Node, KubeletStopped, NodeDeleted), s.Journal.Endpoint; kubelet.conf
+//	Reads:  s.Report (Node, NodeDeleted), s.kubeletStopping, s.Journal.Endpoint, s.Opts.DryRun; kubelet.conf
 //	Writes: the Node's Ready condition
 var ResetMarkNode = ResetPhase{
 	Name: "mark-node", Short: "Mark the Node not ready", Run: runResetMarkNode,
 	Skip: func(s *ResetState) string {
 		r := s.Report
 		switch {
-		case r.NodeDeleted:
+		case r.NodeDeleted || (s.Opts.DryRun && s.Opts.DeleteNode):
 			return "Node deleted"
 		case r.Node == "":
 			return "no node name known"
-		case !r.KubeletStopped:
+		case !s.kubeletStopping:
 			return "the kubelet was not running"
 		}
 		return ""
@@ -37,6 +37,10 @@ var ResetMarkNode = ResetPhase{
 
 func runResetMarkNode(ctx context.Context, e *host.Env, s *ResetState) error {
 	r := s.Report
+	if s.Opts.DryRun {
+		s.Plan(e, "mark-node", "mark Node %q not ready (Ready=Unknown) with its own credentials", r.Node)
+		return nil
+	}
 	if err := markNodeGone(ctx, e, r.Node, clusterServer(e, s.Journal)); err != nil {
 		s.Warn(e, "mark-node", "could not mark Node %q not ready (%v); it turns NotReady after the node monitor grace period", r.Node, err)
 		return nil

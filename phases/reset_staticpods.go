@@ -14,7 +14,7 @@ import (
 // it stops them) and waits until their ports are free: those the journal lists, or kubeadm's
 // four on a node kubeadm joined, never another static pod (an operator's kube-vip.yaml).
 //
-//	Reads:  s.Journal, s.Journaled, s.APIServerPort; /etc/kubernetes/manifests
+//	Reads:  s.Journal, s.Journaled, s.APIServerPort, s.Opts.DryRun; /etc/kubernetes/manifests
 //	Writes: s.Report.RemovedFiles
 var ResetStaticPods = ResetPhase{Name: "remove-static-pods", Short: "Remove the join's static pod manifests and wait for their ports", Run: runResetStaticPods}
 
@@ -31,6 +31,10 @@ func runResetStaticPods(ctx context.Context, e *host.Env, s *ResetState) error {
 			continue
 		}
 		if st, err := os.Lstat(e.Paths.Of(hostPath)); err != nil || !st.Mode().IsRegular() {
+			continue
+		}
+		if s.Opts.DryRun {
+			s.Plan(e, "remove-static-pods", "remove %s (the kubelet stops its pod)", hostPath)
 			continue
 		}
 		if err := os.Remove(e.Paths.Of(hostPath)); err == nil {

@@ -33,10 +33,14 @@ A control plane first removes its own etcd member (refused, with the reason, whe
 cost etcd its quorum; --allow-etcd-quorum-loss overrides) and its static pods; then the kubelet
 is stopped, the Node is marked not ready and the files the join wrote are removed: those in the
 join journal, or kubeadm's exact file list on nodes kubeadm joined, never outside the join's
-directories. --delete-node also deletes the Node object with admin credentials. On a terminal it
-asks for confirmation first, as kubeadm reset does; -f/--force skips the question (and only that).
-Running it again does nothing.`,
+directories. Once the kubelet is stopped, the pods it left in the container runtime are removed
+through the CRI (as kubeadm reset does); the runtime, its images and its data stay.
+--delete-node also deletes the Node object with admin credentials. On a terminal it asks for
+confirmation first, as kubeadm reset does; -f/--force skips the question (and only that).
+--dry-run changes nothing and lists every step it would take, after the same checks (the etcd
+quorum check, a server-side dry-run delete of the Node). Running it again does nothing.`,
 		Example: `  kjoin reset                          # asks first on a terminal
+  kjoin reset --dry-run                # what it would do, changing nothing
   kjoin reset -f -o json               # from automation
   kjoin reset --allow-etcd-quorum-loss # a control plane whose etcd peers are gone for good`,
 		Args: cobra.NoArgs,
@@ -45,6 +49,7 @@ Running it again does nothing.`,
 	f := cmd.Flags()
 	f.BoolVarP(&o.Force, "force", "f", false, "do not ask for confirmation (as kubeadm reset -f)")
 	f.BoolVar(&o.AllowEtcdQuorumLoss, "allow-etcd-quorum-loss", false, "remove this node's etcd member (and let its data go) even if etcd then loses quorum or its last member")
+	f.BoolVar(&o.DryRun, "dry-run", false, "change nothing: run the checks and list every step the reset would take")
 	f.BoolVar(&o.DeleteNode, "delete-node", false, "also delete the Node object (admin credentials)")
 	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "admin kubeconfig for --delete-node (default /etc/kubernetes/admin.conf)")
 	f.StringSliceVar(&o.SkipPhases, "skip-phases", nil, "reset phases to skip ("+strings.Join(workflow.Names(phases.ResetWorkflow), ", ")+")")
@@ -56,8 +61,10 @@ func runReset(ctx context.Context, deps *Deps, o *ResetOptions) error {
 	if err := phases.RequireRoot(env, "kjoin reset"); err != nil {
 		return err
 	}
-	if err := confirmReset(deps, o); err != nil {
-		return err
+	if !o.DryRun {
+		if err := confirmReset(deps, o); err != nil {
+			return err
+		}
 	}
 	if !o.g.Output.Text() && o.g.Verbosity == 0 {
 		env.Out = nil
@@ -69,11 +76,33 @@ func runReset(ctx context.Context, deps *Deps, o *ResetOptions) error {
 	if err != nil {
 		return err
 	}
+	if rep.DryRun {
+		return printResetPlan(deps, rep)
+	}
 	if !rep.Changed {
 		_, err = fmt.Fprintln(deps.Out, "Nothing to reset: this node holds no join.")
 		return err
 	}
-	_, err = fmt.Fprintf(deps.Out, "Node %q (%s) reset: %d files removed.\n", rep.Node, rep.Role, len(rep.RemovedFiles))
+	_, err = fmt.Fprintf(deps.Out, "Node %q (%s) reset: %d files removed, %d pods removed from the container runtime.\n", rep.Node, rep.Role, len(rep.RemovedFiles), len(rep.RemovedPods))
+	return err
+}
+
+// printResetPlan prints a dry run's plan.
+func printResetPlan(deps *Deps, rep *phases.ResetReport) error {
+	if len(rep.PlannedActions) == 0 {
+		_, err := fmt.Fprintln(deps.Out, "Dry run: nothing to reset: this node holds no join.")
+		return err
+	}
+	var b strings.Builder
+	node := "this node"
+	if rep.Node != "" {
+		node = fmt.Sprintf("node %q", rep.Node)
+	}
+	fmt.Fprintf(&b, "Dry run: nothing was changed. Resetting %s (%s) would:\n", node, rep.Role)
+	for _, a := range rep.PlannedActions {
+		fmt.Fprintf(&b, "  - %s\n", a)
+	}
+	_, err := fmt.Fprint(deps.Out, b.String())
 	return err
 }
 

@@ -35,10 +35,11 @@ func TestResetConfirmation(t *testing.T) {
 		{"terminal, -f", "", true, []string{"-f"}, true, 0},
 		{"terminal, --force", "", true, []string{"--force"}, true, 0},
 		{"not a terminal", "", false, nil, true, 0},
+		{"terminal, --dry-run", "", true, []string{"--dry-run"}, false, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			root, conf := setup(t)
-			deps, _, errb := testDeps(c.stdin, nil)
+			deps, out, errb := testDeps(c.stdin, nil)
 			deps.InIsTerminal = func() bool { return c.terminal }
 			code := Run(context.Background(), deps, append([]string{"reset", "--root", root, "--skip-phases", "stop-kubelet,mark-node"}, c.args...))
 			_, err := os.Stat(conf)
@@ -47,6 +48,9 @@ func TestResetConfirmation(t *testing.T) {
 			}
 			if asked := strings.Contains(errb.String(), "Are you sure"); asked != (c.terminal && len(c.args) == 0) {
 				t.Errorf("asked %v:\n%s", asked, errb)
+			}
+			if dry := strings.Contains(out.String(), "Dry run: nothing was changed. Resetting this node (worker) would:\n  - remove /etc/kubernetes/kubelet.conf\n"); dry != (c.name == "terminal, --dry-run") {
+				t.Errorf("dry run's plan printed %v:\n%s", dry, out)
 			}
 		})
 	}

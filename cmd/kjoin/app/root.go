@@ -318,6 +318,7 @@ func HostEnv(root string, verbosity int, progress io.Writer) *host.Env {
 			defer c.Close()
 			return c.Describe(ctx)
 		},
+		Sandboxes: func(endpoint string) (cri.Sandboxes, error) { return cri.Dial(root, endpoint) },
 		SocketReachable: func(path string) bool {
 			c, err := net.DialTimeout("unix", path, 2*time.Second)
 			if err != nil {
