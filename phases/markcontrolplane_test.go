@@ -22,9 +22,19 @@ func TestMarkControlPlaneKeepsExistingTaintsAndIsIdempotent(t *testing.T) {
 	if err := MarkControlPlane.Run(context.Background(), h.env, s2); err != nil || s2.Changed() {
 		t.Fatalf("second: %v changed=%v", err, s2.Changed())
 	}
-	n, _ := h.client.CoreV1().Nodes().Get(context.Background(), "cp2", metav1.GetOptions{})
-	if len(n.Spec.Taints) != 2 || n.Labels[LabelExcludeFromLB] != "" {
-		t.Errorf("taints %v labels %v", n.Spec.Taints, n.Labels)
+	n, err := h.client.CoreV1().Nodes().Get(context.Background(), "cp2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The operator's taint stays, kubeadm's is added once; both labels are there, empty as kubeadm sets them.
+	want := []corev1.Taint{{Key: "x", Effect: corev1.TaintEffectNoExecute}, {Key: LabelControlPlane, Effect: corev1.TaintEffectNoSchedule}}
+	if len(n.Spec.Taints) != len(want) || n.Spec.Taints[0] != want[0] || n.Spec.Taints[1] != want[1] {
+		t.Errorf("taints %v, want %v", n.Spec.Taints, want)
+	}
+	for _, l := range []string{LabelControlPlane, LabelExcludeFromLB} {
+		if v, ok := n.Labels[l]; !ok || v != "" {
+			t.Errorf("label %s: %q (set %v); labels %v", l, v, ok, n.Labels)
+		}
 	}
 }
 

@@ -1,0 +1,365 @@
+// Command mutationscore runs a mutation tester (go-gremlins v0.6.0) over kjoin's security- and
+// data-critical packages and compares its survivors with a committed baseline: a survivor the
+// baseline does not list (with the reason it may survive) fails the run, and so does a baseline
+// entry that no longer survives (the baseline only shrinks). It writes MUTANTS.md, the score per
+// package and every survivor with its reason.
+//
+// A survivor is keyed by its file, its enclosing function, the mutation type and the text of
+// its line (and its rank among equal keys), not by line number: moving code leaves the baseline
+// valid; changing a line that had a survivor asks for the survivor to be looked at again.
+//
+//	go run ./e2e/cmd/mutationscore                     # every package: the full run (make mutants)
+//	go run ./e2e/cmd/mutationscore -packages ./token   # some packages
+//	go run ./e2e/cmd/mutationscore -diff v0.1.0        # only lines changed since a commit
+//	go run ./e2e/cmd/mutationscore -update             # add new survivors to the baseline as "untriaged"
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Packages are the packages whose mutants are scored: what decides trust, identity, file
+// modes, etcd membership and what the operator is told.
+var Packages = []string{"./discovery", "./tlsbootstrap", "./certs", "./pki", "./token", "./joinconfig", "./etcd", "./phases", "./cmd/kjoin/app"}
+
+const (
+	gremlins     = "github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0"
+	baselineFile = "e2e/mutants/baseline.tsv"
+	reportFile   = "MUTANTS.md"
+	untriaged    = "untriaged"
+)
+
+// result is gremlins' JSON output (its internal/report format).
+type result struct {
+	Files []struct {
+		Name      string `json:"file_name"`
+		Mutations []struct {
+			Type   string `json:"type"`
+			Status string `json:"status"`
+			Line   int    `json:"line"`
+			Column int    `json:"column"`
+		} `json:"mutations"`
+	} `json:"files"`
+	ElapsedTime float64 `json:"elapsed_time"`
+}
+
+// score is one package's tally.
+type score struct {
+	pkg                                            string
+	killed, lived, notCovered, timedOut, notViable int
+	seconds                                        float64
+}
+
+func (s score) efficacy() float64 {
+	if s.killed+s.lived+s.notCovered == 0 {
+		return 100
+	}
+	return 100 * float64(s.killed+s.timedOut) / float64(s.killed+s.timedOut+s.lived+s.notCovered)
+}
+
+// survivor is a mutant no unit test kills: it lived, or no test runs its line.
+type survivor struct {
+	key, pkg, where, status string
+}
+
+func main() {
+	pkgs := flag.String("packages", strings.Join(Packages, ","), "comma-separated packages to mutate")
+	diff := flag.String("diff", "", "mutate only the lines changed since this git ref")
+	update := flag.Bool("update", false, "add new survivors to the baseline as untriaged and drop the killed ones")
+	workers := flag.Int("workers", 0, "gremlins workers (0: one per CPU)")
+	outDir := flag.String("out", "_artifacts/mutants", "where gremlins' JSON results are kept")
+	reuse := flag.Bool("reuse", false, "read gremlins' results from -out instead of running it")
+	flag.Parse()
+
+	baseline, order, err := readBaseline(baselineFile)
+	if err != nil {
+		fail(err)
+	}
+	var scores []score
+	var survivors []survivor
+	start := time.Now()
+	for _, pkg := range strings.Split(*pkgs, ",") {
+		sc, sv, err := run(pkg, *diff, *workers, *outDir, *reuse)
+		if err != nil {
+			fail(fmt.Errorf("%s: %w", pkg, err))
+		}
+		fmt.Printf("%-16s killed %3d  lived %3d  not covered %3d  timed out %2d  efficacy %5.1f%%  (%.0fs)\n",
+			pkg, sc.killed, sc.lived, sc.notCovered, sc.timedOut, sc.efficacy(), sc.seconds)
+		scores = append(scores, sc)
+		survivors = append(survivors, sv...)
+	}
+
+	ran := map[string]bool{}
+	for _, p := range strings.Split(*pkgs, ",") {
+		ran[strings.TrimPrefix(p, "./")] = true
+	}
+	alive := map[string]bool{}
+	var fresh, unreasoned []survivor
+	for _, s := range survivors {
+		alive[s.key] = true
+		switch reason, ok := baseline[s.key]; {
+		case !ok:
+			fresh = append(fresh, s)
+		case reason == untriaged:
+			unreasoned = append(unreasoned, s)
+		}
+	}
+	var killed []string
+	if *diff == "" {
+		for _, k := range order {
+			if ran[pkgOfKey(k)] && !alive[k] {
+				killed = append(killed, k)
+			}
+		}
+	}
+
+	if *update {
+		for _, s := range fresh {
+			baseline[s.key] = untriaged
+			order = append(order, s.key)
+		}
+		order = slices.DeleteFunc(order, func(k string) bool { return slices.Contains(killed, k) })
+		if err := writeBaseline(baselineFile, baseline, order); err != nil {
+			fail(err)
+		}
+		fmt.Printf("baseline: %d added as %q, %d killed ones dropped\n", len(fresh), untriaged, len(killed))
+		fresh, killed = nil, nil
+	}
+	if *diff == "" && *pkgs == strings.Join(Packages, ",") {
+		if err := writeReport(scores, survivors, baseline, time.Since(start)); err != nil {
+			fail(err)
+		}
+	}
+
+	bad := false
+	for _, s := range fresh {
+		fmt.Printf("NEW SURVIVOR %s (%s, %s): kill it with a test, or add it to %s with the reason it may survive\n", s.where, s.status, s.key, baselineFile)
+		bad = true
+	}
+	for _, s := range unreasoned {
+		fmt.Printf("UNTRIAGED %s (%s): give the reason in %s, or kill it\n", s.where, s.key, baselineFile)
+		bad = true
+	}
+	for _, k := range killed {
+		fmt.Printf("KILLED NOW %s: remove it from %s (the baseline only shrinks)\n", k, baselineFile)
+		bad = true
+	}
+	if bad {
+		os.Exit(1)
+	}
+	fmt.Printf("every survivor is in the baseline with its reason (%d survivors)\n", len(survivors))
+}
+
+// run mutates one package with gremlins and returns its score and survivors.
+// Its output is kept in outDir (reuse: read it from there, run nothing).
+func run(pkg, diff string, workers int, outDir string, reuse bool) (score, []survivor, error) {
+	out := filepath.Join(outDir, strings.ReplaceAll(strings.TrimPrefix(pkg, "./"), "/", "_")+".json")
+	if !reuse {
+		if err := os.MkdirAll(outDir, 0o755); err != nil {
+			return score{}, nil, err
+		}
+		args := []string{"run", gremlins, "unleash", "--output", out, "--timeout-coefficient", "20"}
+		if diff != "" {
+			args = append(args, "--diff", diff)
+		}
+		if workers > 0 {
+			args = append(args, "--workers", fmt.Sprint(workers))
+		}
+		cmd := exec.Command("go", append(args, pkg)...)
+		cmd.Stderr = os.Stderr
+		if log, err := cmd.Output(); err != nil {
+			return score{}, nil, fmt.Errorf("gremlins: %w\n%s", err, log)
+		}
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		return score{}, nil, err
+	}
+	var r result
+	if err := json.Unmarshal(b, &r); err != nil {
+		return score{}, nil, fmt.Errorf("gremlins' output: %w", err)
+	}
+	sc := score{pkg: strings.TrimPrefix(pkg, "./"), seconds: r.ElapsedTime}
+	var sv []survivor
+	rank := map[string]int{}
+	for _, f := range r.Files {
+		f.Name = filepath.Join(strings.TrimPrefix(pkg, "./"), f.Name) // gremlins names files from the package's directory
+		src, err := readSource(f.Name)
+		if err != nil {
+			return sc, nil, err
+		}
+		ms := f.Mutations
+		sort.Slice(ms, func(i, j int) bool {
+			if ms[i].Line != ms[j].Line {
+				return ms[i].Line < ms[j].Line
+			}
+			return ms[i].Column < ms[j].Column
+		})
+		for _, m := range ms {
+			switch m.Status {
+			case "KILLED":
+				sc.killed++
+			case "TIMED OUT":
+				sc.timedOut++
+			case "NOT VIABLE":
+				sc.notViable++
+			case "LIVED", "NOT COVERED":
+				if m.Status == "LIVED" {
+					sc.lived++
+				} else {
+					sc.notCovered++
+				}
+				base := fmt.Sprintf("%s\t%s\t%s\t%s", f.Name, src.funcAt(m.Line), m.Type, src.line(m.Line))
+				rank[base]++
+				sv = append(sv, survivor{key: fmt.Sprintf("%s\t%d", base, rank[base]), pkg: sc.pkg, where: fmt.Sprintf("%s:%d:%d", f.Name, m.Line, m.Column), status: m.Status})
+			}
+		}
+	}
+	return sc, sv, nil
+}
+
+// source is one Go file: its lines and its functions' line spans.
+type source struct {
+	lines []string
+	funcs []struct {
+		name       string
+		start, end int
+	}
+}
+
+func readSource(name string) (*source, error) {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	s := &source{lines: strings.Split(string(b), "\n")}
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, name, b, 0)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range f.Decls {
+		if fd, ok := d.(*ast.FuncDecl); ok {
+			n := fd.Name.Name
+			if fd.Recv != nil && len(fd.Recv.List) > 0 {
+				n = recvName(fd.Recv.List[0].Type) + "." + n
+			}
+			s.funcs = append(s.funcs, struct {
+				name       string
+				start, end int
+			}{n, fset.Position(fd.Pos()).Line, fset.Position(fd.End()).Line})
+		}
+	}
+	return s, nil
+}
+
+func recvName(e ast.Expr) string {
+	switch t := e.(type) {
+	case *ast.StarExpr:
+		return recvName(t.X)
+	case *ast.IndexExpr:
+		return recvName(t.X)
+	case *ast.Ident:
+		return t.Name
+	}
+	return "?"
+}
+
+func (s *source) funcAt(line int) string {
+	for _, f := range s.funcs {
+		if line >= f.start && line <= f.end {
+			return f.name
+		}
+	}
+	return "(package level)"
+}
+
+func (s *source) line(n int) string {
+	if n < 1 || n > len(s.lines) {
+		return ""
+	}
+	return strings.Join(strings.Fields(s.lines[n-1]), " ")
+}
+
+func pkgOfKey(k string) string { return filepath.Dir(strings.SplitN(k, "\t", 2)[0]) }
+
+// readBaseline reads survivor keys and their reasons (key fields, then the reason, tab-separated).
+func readBaseline(name string) (map[string]string, []string, error) {
+	m := map[string]string{}
+	var order []string
+	f, err := os.Open(name)
+	if os.IsNotExist(err) {
+		return m, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		l := sc.Text()
+		if l == "" || strings.HasPrefix(l, "#") {
+			continue
+		}
+		fields := strings.Split(l, "\t")
+		if len(fields) != 6 || strings.TrimSpace(fields[5]) == "" {
+			return nil, nil, fmt.Errorf("%s:%d: want file, function, type, line text, rank and reason, tab-separated", name, n)
+		}
+		k := strings.Join(fields[:5], "\t")
+		m[k] = fields[5]
+		order = append(order, k)
+	}
+	return m, order, sc.Err()
+}
+
+func writeBaseline(name string, m map[string]string, order []string) error {
+	var b strings.Builder
+	b.WriteString("# Mutants no unit test kills, each with the reason it may survive (e2e/cmd/mutationscore).\n")
+	b.WriteString("# file\tfunction\tmutation\tline text\trank\treason\n")
+	sort.Strings(order)
+	for _, k := range slices.Compact(order) {
+		fmt.Fprintf(&b, "%s\t%s\n", k, m[k])
+	}
+	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(name, []byte(b.String()), 0o644)
+}
+
+func writeReport(scores []score, survivors []survivor, baseline map[string]string, took time.Duration) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Mutation score\n\nGenerated by `go run ./e2e/cmd/mutationscore` (`make mutants`) on %s in %s, with\n", time.Now().UTC().Format("2006-01-02"), took.Round(time.Minute))
+	fmt.Fprintf(&b, "[go-gremlins](https://github.com/go-gremlins/gremlins) v0.6.0's default mutations (arithmetic, conditional boundaries and\n")
+	fmt.Fprintf(&b, "negations, increments, negatives), each package's own unit tests run against each mutant. A survivor\n")
+	fmt.Fprintf(&b, "lived (every test passed) or is not covered (no unit test runs its line). Every survivor is in\n")
+	fmt.Fprintf(&b, "`%s` with the reason it may survive; a new one fails the run.\n\n", baselineFile)
+	b.WriteString("| package | killed | timed out | lived | not covered | efficacy | seconds |\n|---|---|---|---|---|---|---|\n")
+	for _, s := range scores {
+		fmt.Fprintf(&b, "| `%s` | %d | %d | %d | %d | %.1f %% | %.0f |\n", s.pkg, s.killed, s.timedOut, s.lived, s.notCovered, s.efficacy(), s.seconds)
+	}
+	b.WriteString("\nEfficacy: killed (or timed out) of the mutants that were not equivalent-by-construction (not viable).\n\n## Survivors\n\n| where | mutation | line | status | reason |\n|---|---|---|---|---|\n")
+	for _, s := range survivors {
+		f := strings.Split(s.key, "\t")
+		fmt.Fprintf(&b, "| `%s` (%s) | %s | `%s` | %s | %s |\n", s.where, f[1], f[2], strings.ReplaceAll(f[3], "|", "\\|"), strings.ToLower(s.status), baseline[s.key])
+	}
+	return os.WriteFile(reportFile, []byte(b.String()), 0o644)
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "mutationscore:", err)
+	os.Exit(2)
+}
