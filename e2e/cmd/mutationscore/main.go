@@ -120,7 +120,7 @@ func main() {
 	var killed []string
 	if *diff == "" {
 		for _, k := range order {
-			if ran[pkgOfKey(k)] && !alive[k] {
+			if ranFor(ran, pkgOfKey(k)) && !alive[k] {
 				killed = append(killed, k)
 			}
 		}
@@ -295,6 +295,16 @@ func (s *source) line(n int) string {
 }
 
 func pkgOfKey(k string) string { return filepath.Dir(strings.SplitN(k, "\t", 2)[0]) }
+
+// ranFor reports whether the package directory dir, or a parent of it, was mutated in this run.
+func ranFor(ran map[string]bool, dir string) bool {
+	for ; dir != "." && dir != "/"; dir = filepath.Dir(dir) {
+		if ran[dir] {
+			return true
+		}
+	}
+	return false
+}
 
 // readBaseline reads survivor keys and their reasons (key fields, then the reason, tab-separated).
 func readBaseline(name string) (map[string]string, []string, error) {
