@@ -48,3 +48,10 @@ func TestKeysAndCertificatesRoundTrip(t *testing.T) {
 		t.Error("a key parsed as a certificate")
 	}
 }
+
+// A public key x509 cannot marshal is an error, not an empty PEM.
+func TestEncodePublicKeyRefusesUnknownKeys(t *testing.T) {
+	if b, err := EncodePublicKey(struct{}{}); err == nil || b != nil {
+		t.Errorf("EncodePublicKey(struct{}{}) = %q, %v", b, err)
+	}
+}
