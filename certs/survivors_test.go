@@ -112,3 +112,48 @@ func TestSwappedSecretValuesKeepKeysPrivate(t *testing.T) {
 		}
 	}
 }
+
+// etcd's extra SANs (etcd.local.serverCertSANs, peerCertSANs) go where they belong: an IP as
+// an IP address, a name as a DNS name, in the certificate they were given for.
+func TestEtcdExtraSANsByKind(t *testing.T) {
+	cas := map[string]*CA{}
+	for _, n := range []string{"ca", "front-proxy-ca", "etcd/ca"} {
+		cas[n], _, _ = newCA(t, n)
+	}
+	cfg, err := cc.Parse([]byte("apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nkubernetesVersion: v1.37.2\n" +
+		"etcd:\n  local:\n    serverCertSANs: [10.9.9.9, etcd.example]\n    peerCertSANs: [10.8.8.8, peer.example]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaves, err := NodeCerts(cfg, Node{Name: "cp2", AdvertiseAddress: "10.0.0.2", BindPort: 6443}, cas, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for leaf, want := range map[string][2]string{"etcd/server": {"10.9.9.9", "etcd.example"}, "etcd/peer": {"10.8.8.8", "peer.example"}} {
+		crt, err := pki.ParseCert(leaves[leaf].Cert)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ips []string
+		for _, ip := range crt.IPAddresses {
+			ips = append(ips, ip.String())
+		}
+		if !slices.Contains(ips, want[0]) || slices.Contains(crt.DNSNames, want[0]) || !slices.Contains(crt.DNSNames, want[1]) {
+			t.Errorf("%s: IPs %v, DNS names %v; want %s as an IP and %s as a name", leaf, ips, crt.DNSNames, want[0], want[1])
+		}
+	}
+}
+
+// LoadCA refuses a certificate or key that is not PEM.
+func TestLoadCARefusesBadPEM(t *testing.T) {
+	_, certPEM, keyPEM := newCA(t, "ca")
+	if _, err := LoadCA([]byte("x"), keyPEM); err == nil {
+		t.Error("a bad certificate was loaded")
+	}
+	if _, err := LoadCA(certPEM, []byte("x")); err == nil {
+		t.Error("a bad key was loaded")
+	}
+	if _, err := LoadCA(certPEM, keyPEM); err != nil {
+		t.Errorf("a good CA: %v", err)
+	}
+}

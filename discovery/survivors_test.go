@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
@@ -66,5 +67,35 @@ func TestNameMismatchListsTenNames(t *testing.T) {
 		if !strings.Contains(msg, `"n9"`+more) || (more == "" && strings.Contains(msg, "more")) {
 			t.Errorf("%d names: %s", n, msg)
 		}
+	}
+}
+
+// A string of 150 continuation bytes (no character starts in it) is cut to nothing, never
+// below the start of the string.
+func TestQuoteOfNoCharacterStart(t *testing.T) {
+	if got, want := Quote(strings.Repeat("\x80", 150)), `"" (150 more bytes)`; got != want {
+		t.Errorf("Quote = %s, want %s", got, want)
+	}
+}
+
+// A request without timeouts gets kubeadm's: 5m for discovery, 10s per call, and 5s for the
+// controller-manager to sign cluster-info for a new token.
+func TestRequestDefaults(t *testing.T) {
+	r := Request{}
+	r.defaults()
+	if r.Timeout != 5*time.Minute || r.CallTimeout != 10*time.Second || r.SignatureGrace != 5*time.Second || r.Clock == nil || r.Logf == nil {
+		t.Errorf("defaults: %+v", r)
+	}
+}
+
+// Five pins are named, then how many more.
+func TestPinsOfNamesFive(t *testing.T) {
+	var certs []*x509.Certificate
+	for i := range 7 {
+		certs = append(certs, &x509.Certificate{RawSubjectPublicKeyInfo: []byte{byte(i)}})
+	}
+	got := PinsOf(certs)
+	if strings.Count(got, "sha256:") != 5 || !strings.HasSuffix(got, ", and 2 more") {
+		t.Errorf("PinsOf(7 certificates) = %s", got)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
@@ -108,5 +109,27 @@ func TestIsNodeCSR(t *testing.T) {
 		if got := IsNodeCSR(c.csr, "w1"); got != c.want {
 			t.Errorf("%s: IsNodeCSR = %v", c.what, got)
 		}
+	}
+}
+
+// A CSR already denied when Wait first reads it is an error at once, not an issued nothing.
+func TestWaitOnACSRDeniedBeforehand(t *testing.T) {
+	c := fake.NewClientset()
+	r := request(t, c, 5*time.Second)
+	name, err := Create(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	csr, err := c.CertificatesV1().CertificateSigningRequests().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	csr.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateDenied, Status: corev1.ConditionTrue, Reason: "PolicyDenied"}}
+	if _, err := c.CertificatesV1().CertificateSigningRequests().UpdateStatus(context.Background(), csr, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	issued, err := Wait(context.Background(), r, name)
+	if err == nil || !strings.Contains(err.Error(), "PolicyDenied") {
+		t.Fatalf("Wait on a denied CSR: %+v, %v", issued, err)
 	}
 }
