@@ -3,8 +3,10 @@ package certs
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -155,5 +157,56 @@ func TestLoadCARefusesBadPEM(t *testing.T) {
 	}
 	if _, err := LoadCA(certPEM, keyPEM); err != nil {
 		t.Errorf("a good CA: %v", err)
+	}
+}
+
+// Upload sends a missing etcd CA as an empty value (kubeadm does: a cluster may have no
+// local etcd) but refuses to go on without a required file, naming it.
+func TestUploadOptionalAndRequiredFiles(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"ca", "front-proxy-ca"} {
+		_, crt, key := newCA(t, f)
+		_ = os.WriteFile(filepath.Join(dir, f+".crt"), crt, 0o644)
+		_ = os.WriteFile(filepath.Join(dir, f+".key"), key, 0o600)
+	}
+	_ = os.WriteFile(filepath.Join(dir, "sa.key"), []byte("SA KEY"), 0o600)
+	_ = os.WriteFile(filepath.Join(dir, "sa.pub"), []byte("SA PUB"), 0o644)
+	read := func(p string) ([]byte, error) { return os.ReadFile(filepath.Join(dir, p)) }
+	key, _ := NewCertificateKey()
+	c := fake.NewClientset()
+	if _, err := Upload(context.Background(), c, key, nil, read, time.Now()); err != nil {
+		t.Fatalf("without an etcd CA: %v", err)
+	}
+	s, err := c.CoreV1().Secrets("kube-system").Get(context.Background(), SecretName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := s.Data["etcd-ca.crt"]; !ok || len(v) != 0 {
+		t.Errorf("etcd-ca.crt = %q (present %v), want an empty value", v, ok)
+	}
+	_ = os.Remove(filepath.Join(dir, "sa.key"))
+	if _, err := Upload(context.Background(), fake.NewClientset(), key, nil, read, time.Now()); err == nil || !strings.Contains(err.Error(), "read sa.key") {
+		t.Errorf("without sa.key: %v", err)
+	}
+}
+
+// ExternalOf is nil for a stacked etcd (or no configuration) and carries an external etcd's files.
+func TestExternalOf(t *testing.T) {
+	if ExternalOf(nil) != nil {
+		t.Error("no configuration gave an external etcd")
+	}
+	stacked, err := cc.Parse([]byte("apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nkubernetesVersion: v1.37.2\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ExternalOf(stacked) != nil {
+		t.Error("a stacked etcd gave an external one")
+	}
+	ext, err := cc.Parse([]byte("apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nkubernetesVersion: v1.37.2\netcd:\n  external:\n    endpoints: [https://10.0.0.9:2379]\n    caFile: /e/ca.crt\n    certFile: /e/c.crt\n    keyFile: /e/c.key\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ExternalOf(ext); got == nil || *got != (External{CAFile: "/e/ca.crt", CertFile: "/e/c.crt", KeyFile: "/e/c.key"}) {
+		t.Errorf("ExternalOf = %+v", got)
 	}
 }
