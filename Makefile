@@ -27,7 +27,7 @@ mutants-hand:
 	$(GO) run ./e2e/cmd/mutants
 
 ## mutants: the mutation score: go-gremlins over the critical packages (MUTANT_PACKAGES, default
-## all of them), each survivor checked against e2e/mutants/baseline.tsv; writes MUTANTS.md. Long
+## all of them), each survivor checked against e2e/mutants-baseline.tsv; writes MUTANTS.md. Long
 ## (its time is in MUTANTS.md): not part of make test
 MUTANT_PACKAGES ?=
 mutants:

@@ -39,7 +39,7 @@ var Packages = []string{"./discovery", "./tlsbootstrap", "./certs", "./pki", "./
 
 const (
 	gremlins     = "github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0"
-	baselineFile = "e2e/mutants/baseline.tsv"
+	baselineFile = "e2e/mutants-baseline.tsv"
 	reportFile   = "MUTANTS.md"
 	untriaged    = "untriaged"
 )
