@@ -210,3 +210,27 @@ func TestExternalOf(t *testing.T) {
 		t.Errorf("ExternalOf = %+v", got)
 	}
 }
+
+// A second upload (another certificate key) replaces kubeadm-certs in place.
+func TestUploadAgainReplacesTheSecret(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"ca", "front-proxy-ca"} {
+		_, crt, key := newCA(t, f)
+		_ = os.WriteFile(filepath.Join(dir, f+".crt"), crt, 0o644)
+		_ = os.WriteFile(filepath.Join(dir, f+".key"), key, 0o600)
+	}
+	_ = os.WriteFile(filepath.Join(dir, "sa.key"), []byte("SA KEY"), 0o600)
+	_ = os.WriteFile(filepath.Join(dir, "sa.pub"), []byte("SA PUB"), 0o644)
+	read := func(p string) ([]byte, error) { return os.ReadFile(filepath.Join(dir, p)) }
+	c := fake.NewClientset()
+	for i := range 2 {
+		key, _ := NewCertificateKey()
+		if _, err := Upload(context.Background(), c, key, nil, read, time.Now()); err != nil {
+			t.Fatalf("upload %d: %v", i+1, err)
+		}
+		files, err := Download(context.Background(), c, key, nil)
+		if err != nil || string(files["sa.key"].Data) != "SA KEY" {
+			t.Fatalf("upload %d: the secret does not open with its key: %v", i+1, err)
+		}
+	}
+}
