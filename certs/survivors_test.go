@@ -163,15 +163,7 @@ func TestLoadCARefusesBadPEM(t *testing.T) {
 // Upload sends a missing etcd CA as an empty value (kubeadm does: a cluster may have no
 // local etcd) but refuses to go on without a required file, naming it.
 func TestUploadOptionalAndRequiredFiles(t *testing.T) {
-	dir := t.TempDir()
-	for _, f := range []string{"ca", "front-proxy-ca"} {
-		_, crt, key := newCA(t, f)
-		_ = os.WriteFile(filepath.Join(dir, f+".crt"), crt, 0o644)
-		_ = os.WriteFile(filepath.Join(dir, f+".key"), key, 0o600)
-	}
-	_ = os.WriteFile(filepath.Join(dir, "sa.key"), []byte("SA KEY"), 0o600)
-	_ = os.WriteFile(filepath.Join(dir, "sa.pub"), []byte("SA PUB"), 0o644)
-	read := func(p string) ([]byte, error) { return os.ReadFile(filepath.Join(dir, p)) }
+	dir, read := sharedFilesWithoutEtcd(t)
 	key, _ := NewCertificateKey()
 	c := fake.NewClientset()
 	if _, err := Upload(context.Background(), c, key, nil, read, time.Now()); err != nil {
@@ -213,15 +205,7 @@ func TestExternalOf(t *testing.T) {
 
 // A second upload (another certificate key) replaces kubeadm-certs in place.
 func TestUploadAgainReplacesTheSecret(t *testing.T) {
-	dir := t.TempDir()
-	for _, f := range []string{"ca", "front-proxy-ca"} {
-		_, crt, key := newCA(t, f)
-		_ = os.WriteFile(filepath.Join(dir, f+".crt"), crt, 0o644)
-		_ = os.WriteFile(filepath.Join(dir, f+".key"), key, 0o600)
-	}
-	_ = os.WriteFile(filepath.Join(dir, "sa.key"), []byte("SA KEY"), 0o600)
-	_ = os.WriteFile(filepath.Join(dir, "sa.pub"), []byte("SA PUB"), 0o644)
-	read := func(p string) ([]byte, error) { return os.ReadFile(filepath.Join(dir, p)) }
+	_, read := sharedFilesWithoutEtcd(t)
 	c := fake.NewClientset()
 	for i := range 2 {
 		key, _ := NewCertificateKey()
@@ -233,4 +217,19 @@ func TestUploadAgainReplacesTheSecret(t *testing.T) {
 			t.Fatalf("upload %d: the secret does not open with its key: %v", i+1, err)
 		}
 	}
+}
+
+// sharedFilesWithoutEtcd writes the shared CAs and service-account keys, but no etcd CA, into a
+// directory, and returns it with a reader of paths relative to it.
+func sharedFilesWithoutEtcd(t *testing.T) (string, func(string) ([]byte, error)) {
+	t.Helper()
+	dir := t.TempDir()
+	for _, f := range []string{"ca", "front-proxy-ca"} {
+		_, crt, key := newCA(t, f)
+		_ = os.WriteFile(filepath.Join(dir, f+".crt"), crt, 0o644)
+		_ = os.WriteFile(filepath.Join(dir, f+".key"), key, 0o600)
+	}
+	_ = os.WriteFile(filepath.Join(dir, "sa.key"), []byte("SA KEY"), 0o600)
+	_ = os.WriteFile(filepath.Join(dir, "sa.pub"), []byte("SA PUB"), 0o644)
+	return dir, func(p string) ([]byte, error) { return os.ReadFile(filepath.Join(dir, p)) }
 }
