@@ -193,9 +193,8 @@ func normalImage(ref string) string {
 
 // Sandbox is one pod sandbox the runtime holds (what `crictl pods` lists).
 type Sandbox struct {
-	ID    string
-	Name  string // namespace/name of the pod
-	Ready bool
+	ID   string
+	Name string // namespace/name of the pod
 }
 
 // Sandboxes is what kjoin reset asks of a runtime, as kubeadm reset does through crictl: the
@@ -208,7 +207,7 @@ type Sandboxes interface {
 
 var _ Sandboxes = (*Client)(nil)
 
-// PodSandboxes lists every pod sandbox the runtime holds, ready or not.
+// PodSandboxes lists every pod sandbox the runtime holds, running or not.
 func (c *Client) PodSandboxes(ctx context.Context) ([]Sandbox, error) {
 	resp, err := c.rs.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
 	if err != nil {
@@ -216,11 +215,7 @@ func (c *Client) PodSandboxes(ctx context.Context) ([]Sandbox, error) {
 	}
 	var out []Sandbox
 	for _, p := range resp.Items {
-		out = append(out, Sandbox{
-			ID:    p.Id,
-			Name:  p.GetMetadata().GetNamespace() + "/" + p.GetMetadata().GetName(),
-			Ready: p.State == runtimeapi.PodSandboxState_SANDBOX_READY,
-		})
+		out = append(out, Sandbox{ID: p.Id, Name: p.GetMetadata().GetNamespace() + "/" + p.GetMetadata().GetName()})
 	}
 	return out, nil
 }

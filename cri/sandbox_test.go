@@ -69,7 +69,7 @@ func TestPodSandboxesStoppedThenRemoved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Sandbox{{ID: "a1", Name: "kube-system/etcd-cp2", Ready: true}, {ID: "b2", Name: "default/web-0"}}
+	want := []Sandbox{{ID: "a1", Name: "kube-system/etcd-cp2"}, {ID: "b2", Name: "default/web-0"}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("sandboxes %+v, want %+v", got, want)
 	}

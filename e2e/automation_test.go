@@ -173,9 +173,8 @@ func TestRerunResetRejoin(t *testing.T) {
 func runPausePod(t *testing.T, c *framework.Cluster, host string) *corev1.Pod {
 	t.Helper()
 	ctx := context.Background()
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "pause-" + host + "-", Namespace: "default"},
-		Spec: corev1.PodSpec{NodeName: host, Containers: []corev1.Container{{Name: "pause", Image: c.PauseImage, ImagePullPolicy: corev1.PullNever}},
-			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}}}}
+	pod := pausePod(c, host)
+	pod.GenerateName = "pause-" + host + "-"
 	made, err := c.Client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -192,6 +191,14 @@ func runPausePod(t *testing.T, c *framework.Cluster, host string) *corev1.Pod {
 		t.Fatalf("pod %s (UID %s) on %s is not running: %v", made.Name, made.UID, host, err)
 	}
 	return made
+}
+
+// pausePod is a pause pod bound to host (the lab's own pause image, never pulled, every taint
+// tolerated), to be named by the caller.
+func pausePod(c *framework.Cluster, host string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default"},
+		Spec: corev1.PodSpec{NodeName: host, Containers: []corev1.Container{{Name: "pause", Image: c.PauseImage, ImagePullPolicy: corev1.PullNever}},
+			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}}}}
 }
 
 // podContainers counts the containers (the sandbox among them) host's runtime holds for pod,

@@ -197,17 +197,15 @@ func TestControlPlaneParallel(t *testing.T) {
 	results := map[string]*outcome{"kjoin": {}, "kubeadm": {}}
 	rng := benchRand(t)
 	first := 1
-	bench := os.Getenv("KJOIN_BENCH") != ""
-	if bench {
+	tools := []string{"kjoin"}
+	if os.Getenv("KJOIN_BENCH") != "" {
 		first = 0 // make bench: round 0 is a warm-up, recorded but left out, as in the other sections
+		tools = append(tools, "kubeadm")
 	}
 	for round := first; round <= rounds; round++ {
-		tools := []string{"kjoin"}
-		if bench {
-			tools = append(tools, "kubeadm")
-			rng.Shuffle(len(tools), func(i, j int) { tools[i], tools[j] = tools[j], tools[i] })
-		}
-		for pos, tool := range tools {
+		order := slices.Clone(tools)
+		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		for pos, tool := range order {
 			hosts := []string{"cp2", "cp3", "cp4"}
 			for _, h := range hosts {
 				if _, err := c.AddHost(context.Background(), h, t.Logf); err != nil {
@@ -310,10 +308,7 @@ func TestControlPlaneParallel(t *testing.T) {
 			}
 		}
 	}
-	for _, tool := range []string{"kjoin", "kubeadm"} {
-		if tool == "kubeadm" && !bench {
-			continue
-		}
+	for _, tool := range tools {
 		fmt.Printf("PARALLEL %s join --control-plane x3: %d/%d rounds ended with 4 voters, no learner, every API server live\n", tool, results[tool].ok, rounds)
 		for _, d := range results[tool].details {
 			fmt.Printf("  %s\n", d)

@@ -186,9 +186,8 @@ func checkFamily(t *testing.T, c *framework.Cluster, host string) error {
 	if strings.Join(internal, ",") != strings.Join(want, ",") {
 		return fmt.Errorf("Node %s InternalIPs %v, want %v", host, internal, want)
 	}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "family-" + host, Namespace: "default"},
-		Spec: corev1.PodSpec{NodeName: host, Containers: []corev1.Container{{Name: "pause", Image: c.PauseImage, ImagePullPolicy: corev1.PullNever}},
-			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}}}}
+	pod := pausePod(c, host)
+	pod.Name = "family-" + host
 	made, err := c.Client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
 		return err

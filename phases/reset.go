@@ -118,10 +118,8 @@ func Reset(ctx context.Context, e *host.Env, o ResetOptions, skip []string) (*Re
 	results, err := workflow.Run(ctx, e, rs, ResetWorkflow, workflow.Options{Skip: skip}, workflow.Hooks[*ResetState]{
 		Changes: func(s *ResetState) int { return s.changes + len(s.Report.PlannedActions) },
 		Again:   "run the same command again to finish the reset",
+		DryRun:  o.DryRun,
 	})
-	if o.DryRun {
-		results = planned(results, ResetWorkflow)
-	}
 	r.Phases, r.Changed = results, rs.Changed()
 	if r.Phases == nil {
 		r.Phases = []PhaseResult{}

@@ -72,8 +72,8 @@ func joinedWorkerWithPods(t *testing.T) (*testHost, *fakePods) {
 		t.Fatal(err)
 	}
 	pods := &fakePods{runner: h.runner, pods: []cri.Sandbox{
-		{ID: "0123456789abcdef0123", Name: "default/web-0", Ready: true},
-		{ID: "fedcba9876543210fedc", Name: "kube-system/kube-proxy-x1", Ready: true},
+		{ID: "0123456789abcdef0123", Name: "default/web-0"},
+		{ID: "fedcba9876543210fedc", Name: "kube-system/kube-proxy-x1"},
 	}}
 	h.env.Sandboxes = pods.dial
 	return h, pods

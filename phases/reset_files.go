@@ -113,9 +113,11 @@ func runResetFiles(_ context.Context, e *host.Env, s *ResetState) error {
 		r.RemovedFiles = append(r.RemovedFiles, clean)
 		s.MarkChanged()
 	}
-	if e.Exists(JournalPath) && s.Opts.DryRun {
-		s.Plan(e, "remove-files", "remove the join journal %s", JournalPath)
-	} else if e.Exists(JournalPath) {
+	if e.Exists(JournalPath) {
+		if s.Opts.DryRun {
+			s.Plan(e, "remove-files", "remove the join journal %s", JournalPath)
+			return nil
+		}
 		if err := RemoveJournal(e); err != nil {
 			return err
 		}

@@ -43,7 +43,8 @@ func Run(ctx context.Context, e *host.Env, s *State, wf []Phase, o RunOptions) (
 			}
 			return s.changes
 		},
-		Again: "run the same command again to finish the join",
+		Again:  "run the same command again to finish the join",
+		DryRun: s.Opts.DryRun,
 		Before: func() error {
 			if s.Started.IsZero() {
 				s.Started = e.Clock.Now()
@@ -72,25 +73,7 @@ func Run(ctx context.Context, e *host.Env, s *State, wf []Phase, o RunOptions) (
 			return nil
 		},
 	})
-	if s.Opts.DryRun {
-		results = planned(results, wf)
-	}
 	return results, err
-}
-
-// planned turns a dry run's results into its plan: a phase that is not read-only and ran
-// (found something to do) "would change".
-func planned[S any](results []PhaseResult, wf []workflow.Phase[S]) []PhaseResult {
-	readOnly := map[string]bool{}
-	for _, p := range wf {
-		readOnly[p.Name] = p.ReadOnly
-	}
-	for i := range results {
-		if results[i].Status == "ran" && !readOnly[results[i].Name] {
-			results[i].Status = "would change"
-		}
-	}
-	return results
 }
 
 func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }

@@ -60,6 +60,9 @@ type Hooks[S any] struct {
 	Done func(p Phase[S]) error
 	// Again says what to do when the run is interrupted between phases.
 	Again string
+	// DryRun: the changes Changes counts are planned, not made; a phase that is not
+	// read-only and planned one reports "would change".
+	DryRun bool
 }
 
 // Names returns the phase names of a workflow.
@@ -137,8 +140,13 @@ func Run[S any](ctx context.Context, e *host.Env, s S, wf []Phase[S], o Options,
 		err := p.Run(ctx, e, s)
 		res.Duration = e.Clock.Since(start)
 		res.Status = "ran"
-		if !p.ReadOnly && h.Changes != nil && h.Changes(s) == before {
-			res.Status = "unchanged"
+		if !p.ReadOnly && h.Changes != nil {
+			switch {
+			case h.Changes(s) == before:
+				res.Status = "unchanged"
+			case h.DryRun:
+				res.Status = "would change"
+			}
 		}
 		if err != nil {
 			res.Status = "failed"
