@@ -78,15 +78,25 @@ kver="-X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/compone
 ever="-X go.etcd.io/etcd/api/v3/version.GitSHA=v${ETCD_VERSION#v}"
 cd "$here"
 export CGO_ENABLED=0
+# etcd from its module; the Kubernetes programs in one go build, so that one program's link
+# (single-threaded, up to a minute for kube-apiserver) overlaps the others' compiles. Each
+# program lands in a temporary directory and is renamed into bin when the build succeeded.
+k8spkgs=()
 for p in "${missing[@]}"; do
+  [ "$p" = etcd ] || { k8spkgs+=("k8s.io/kubernetes/cmd/$p"); continue; }
   start=$(date +%s)
-  case $p in
-    etcd) pkg=go.etcd.io/etcd/server/v3; ld="-s -w $ever"; dir=$etcdmod ;;
-    *) pkg=k8s.io/kubernetes/cmd/$p; ld="-s -w $kver"; dir=$k8smod ;;
-  esac
-  echo "building $p ($pkg, in $dir)" >&2
-  (cd "$dir" && go build -trimpath -ldflags "$ld" -o "$bin/.$p.tmp" "$pkg")
-  mv "$bin/.$p.tmp" "$bin/$p"
-  echo "built $p in $(( $(date +%s) - start ))s" >&2
+  echo "building etcd (go.etcd.io/etcd/server/v3, in $etcdmod)" >&2
+  (cd "$etcdmod" && go build -trimpath -ldflags "-s -w $ever" -o "$bin/.etcd.tmp" go.etcd.io/etcd/server/v3)
+  mv "$bin/.etcd.tmp" "$bin/etcd"
+  echo "built etcd in $(( $(date +%s) - start ))s" >&2
 done
+if [ ${#k8spkgs[@]} -gt 0 ]; then
+  start=$(date +%s)
+  tmp="$bin/.build.tmp"; rm -rf "$tmp"; mkdir -p "$tmp"
+  echo "building ${k8spkgs[*]##*/} (in $k8smod)" >&2
+  (cd "$k8smod" && go build -trimpath -ldflags "-s -w $kver" -o "$tmp/" "${k8spkgs[@]}")
+  for pkg in "${k8spkgs[@]}"; do mv "$tmp/${pkg##*/}" "$bin/${pkg##*/}"; done
+  rmdir "$tmp"
+  echo "built ${k8spkgs[*]##*/} in $(( $(date +%s) - start ))s" >&2
+fi
 echo "$bin"
