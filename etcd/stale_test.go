@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -164,6 +165,17 @@ func TestFormerVoterOfThisNameIsReplaced(t *testing.T) {
 	}
 	if !res.Added || res.ID == 0x22 || res.AlreadyVoting {
 		t.Errorf("result %+v: want a new learner, promoted", res)
+	}
+	// The log counts the others: of 3 voters, the former member's 2 peers, both answering.
+	var said []string
+	j, _ = newJoin(threeVoters("cp2"), &fakeLock{}, &logs)
+	j.FreshData, j.Peer, j.Status = true, silent("https://10.0.0.2:2380"), healthyExcept("https://10.0.0.2:2379")
+	j.Logf = func(format string, a ...any) { said = append(said, fmt.Sprintf(format, a...)) }
+	if _, err := j.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if want := "and 2 of the other 2 voters answer; this node joins as a new member"; !strings.Contains(strings.Join(said, "\n"), want) {
+		t.Errorf("logs %q lack %q", said, want)
 	}
 }
 
