@@ -173,6 +173,20 @@ type ResetResult struct {
 	Error          *Error   `json:"error,omitempty"`
 }
 
+// LeaveResult is kjoin leave's answer: the reset's fields and what leave did in the cluster.
+type LeaveResult struct {
+	ResetResult `json:",inline"`
+	// Credentials are whose credentials leave used: "admin (PATH)" or "node (PATH)".
+	Credentials string `json:"credentials"`
+	Cordoned    bool   `json:"cordoned"`
+	// EvictedPods are the pods the drain evicted (or deleted), namespace/name.
+	EvictedPods  []string `json:"evictedPods"`
+	LeaseDeleted bool     `json:"leaseDeleted"`
+	DeletedCSRs  []string `json:"deletedCSRs"`
+	// Left are the cluster objects leave could not delete, each with the command that does.
+	Left []string `json:"left"`
+}
+
 // Check is one check of verify or diagnose.
 type Check struct {
 	ID       string `json:"id"`
@@ -315,6 +329,7 @@ func (*TokenDeleteResult) kind() string { return "TokenDeleteResult" }
 func (*JoinCommand) kind() string       { return "JoinCommand" }
 func (*CertificateKey) kind() string    { return "CertificateKey" }
 func (*Version) kind() string           { return "Version" }
+func (*LeaveResult) kind() string       { return "LeaveResult" }
 
 // DeepCopyObject makes these runtime.Objects (cli-runtime's printers copy what they print).
 func (o *ErrorResult) DeepCopyObject() runtime.Object       { return deepCopy(o) }
@@ -329,6 +344,7 @@ func (o *TokenDeleteResult) DeepCopyObject() runtime.Object { return deepCopy(o)
 func (o *JoinCommand) DeepCopyObject() runtime.Object       { return deepCopy(o) }
 func (o *CertificateKey) DeepCopyObject() runtime.Object    { return deepCopy(o) }
 func (o *Version) DeepCopyObject() runtime.Object           { return deepCopy(o) }
+func (o *LeaveResult) DeepCopyObject() runtime.Object       { return deepCopy(o) }
 
 // deepCopy copies through JSON: these objects are plain data that round-trips exactly.
 func deepCopy[T any](in *T) *T {

@@ -40,10 +40,12 @@ type ResetReport struct {
 	// RemovedPods are the pod sandboxes removed through the CRI (namespace/name).
 	RemovedPods []string `json:"removedPods"`
 	// DryRun: nothing was changed; PlannedActions is what the reset would do, in order.
-	DryRun         bool          `json:"dryRun"`
-	PlannedActions []string      `json:"plannedActions"`
-	Phases         []PhaseResult `json:"phases"`
-	Warnings       []string      `json:"warnings"`
+	DryRun         bool     `json:"dryRun"`
+	PlannedActions []string `json:"plannedActions"`
+	// Leave is what kjoin leave did besides the reset (nil for kjoin reset).
+	Leave    *LeaveReport  `json:"leave,omitempty"`
+	Phases   []PhaseResult `json:"phases"`
+	Warnings []string      `json:"warnings"`
 }
 
 // ResetState is what the reset phases read and write.
@@ -67,6 +69,8 @@ type ResetState struct {
 	kubeletStopping bool
 	// holdsJoin: the node holds a join (a journal, or a kubelet kubeconfig kubeadm wrote).
 	holdsJoin bool
+	// leave is kjoin leave's part (nil for kjoin reset).
+	leave *leaveState
 	Record
 }
 
@@ -89,6 +93,12 @@ var ResetWorkflow = []ResetPhase{ResetDeleteNode, ResetEtcdMember, ResetStaticPo
 // Reset runs the reset workflow on this node (skipping the named phases) and reports what
 // it did. It is idempotent: a second run changes nothing.
 func Reset(ctx context.Context, e *host.Env, o ResetOptions, skip []string) (*ResetReport, error) {
+	return runReset(ctx, e, o, skip, ResetWorkflow, nil)
+}
+
+// runReset runs a reset-like workflow (reset's or leave's); prepare, when given, completes
+// the state before the phases run.
+func runReset(ctx context.Context, e *host.Env, o ResetOptions, skip []string, wf []ResetPhase, prepare func(*ResetState) error) (*ResetReport, error) {
 	r := &ResetReport{Role: "worker", RemovedFiles: []string{}, RemovedPods: []string{}, PlannedActions: []string{}, Warnings: []string{}, DryRun: o.DryRun}
 	j, err := LoadJournal(e)
 	if err != nil {
@@ -115,7 +125,12 @@ func Reset(ctx context.Context, e *host.Env, o ResetOptions, skip []string) (*Re
 	if j.Role == "control-plane" {
 		r.Role = "control-plane"
 	}
-	results, err := workflow.Run(ctx, e, rs, ResetWorkflow, workflow.Options{Skip: skip}, workflow.Hooks[*ResetState]{
+	if prepare != nil {
+		if err := prepare(rs); err != nil {
+			return r, err
+		}
+	}
+	results, err := workflow.Run(ctx, e, rs, wf, workflow.Options{Skip: skip}, workflow.Hooks[*ResetState]{
 		Changes: func(s *ResetState) int { return s.changes + len(s.Report.PlannedActions) },
 		Again:   "run the same command again to finish the reset",
 		DryRun:  o.DryRun,

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -52,30 +53,7 @@ func runResetMarkNode(ctx context.Context, e *host.Env, s *ResetState) error {
 // markNodeGone sets the Node's Ready condition to Unknown, as the node lifecycle controller
 // would once the kubelet stops reporting.
 func markNodeGone(ctx context.Context, e *host.Env, name, server string) error {
-	b, err := e.ReadFile(host.KubeletKubeconfig)
-	if err != nil {
-		return err
-	}
-	kc, err := clientcmd.Load(b)
-	if err != nil {
-		return err
-	}
-	kctx := kc.Contexts[kc.CurrentContext]
-	if kctx == nil || kc.Clusters[kctx.Cluster] == nil || kc.AuthInfos[kctx.AuthInfo] == nil {
-		return fmt.Errorf("%s has no usable current context", host.KubeletKubeconfig)
-	}
-	cluster, auth := kc.Clusters[kctx.Cluster], kc.AuthInfos[kctx.AuthInfo]
-	if server == "" {
-		server = cluster.Server
-	}
-	cfg := &rest.Config{Host: server, Timeout: 10 * time.Second, TLSClientConfig: rest.TLSClientConfig{
-		CAData: cluster.CertificateAuthorityData, CertFile: e.Paths.Of(auth.ClientCertificate), KeyFile: e.Paths.Of(auth.ClientKey),
-		CertData: auth.ClientCertificateData, KeyData: auth.ClientKeyData,
-	}}
-	if auth.ClientCertificate == "" {
-		cfg.TLSClientConfig.CertFile, cfg.TLSClientConfig.KeyFile = "", ""
-	}
-	c, err := e.NewClient(cfg)
+	c, err := kubeletConfClient(e, server)
 	if err != nil {
 		return err
 	}
@@ -95,6 +73,35 @@ func markNodeGone(ctx context.Context, e *host.Env, name, server string) error {
 	}
 	_, err = c.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
 	return err
+}
+
+// kubeletConfClient is a client with the node's own credentials (kubelet.conf), talking to server
+// (empty: the one kubelet.conf names).
+func kubeletConfClient(e *host.Env, server string) (kubernetes.Interface, error) {
+	b, err := e.ReadFile(host.KubeletKubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	kc, err := clientcmd.Load(b)
+	if err != nil {
+		return nil, err
+	}
+	kctx := kc.Contexts[kc.CurrentContext]
+	if kctx == nil || kc.Clusters[kctx.Cluster] == nil || kc.AuthInfos[kctx.AuthInfo] == nil {
+		return nil, fmt.Errorf("%s has no usable current context", host.KubeletKubeconfig)
+	}
+	cluster, auth := kc.Clusters[kctx.Cluster], kc.AuthInfos[kctx.AuthInfo]
+	if server == "" {
+		server = cluster.Server
+	}
+	cfg := &rest.Config{Host: server, Timeout: 10 * time.Second, TLSClientConfig: rest.TLSClientConfig{
+		CAData: cluster.CertificateAuthorityData, CertFile: e.Paths.Of(auth.ClientCertificate), KeyFile: e.Paths.Of(auth.ClientKey),
+		CertData: auth.ClientCertificateData, KeyData: auth.ClientKeyData,
+	}}
+	if auth.ClientCertificate == "" {
+		cfg.TLSClientConfig.CertFile, cfg.TLSClientConfig.KeyFile = "", ""
+	}
+	return e.NewClient(cfg)
 }
 
 // clusterServer is the cluster's endpoint (a control plane's kubelet.conf points at its own,

@@ -27,6 +27,14 @@ func resetResultOf(r *phases.ResetReport, err error) *output.ResetResult {
 		Warnings: r.Warnings, Error: NewErrorJSON(err)}
 }
 
+func leaveResultOf(r *phases.ResetReport, err error) *output.LeaveResult {
+	out := &output.LeaveResult{ResetResult: *resetResultOf(r, err)}
+	if l := r.Leave; l != nil {
+		out.Credentials, out.Cordoned, out.EvictedPods, out.LeaseDeleted, out.DeletedCSRs, out.Left = l.Credentials, l.Cordoned, l.EvictedPods, l.LeaseDeleted, l.DeletedCSRs, l.Left
+	}
+	return out
+}
+
 func checksOf(cs []verify.Check) []output.Check {
 	out := []output.Check{}
 	for _, c := range cs {

@@ -86,6 +86,7 @@ func answerCases() []answerCase {
 		{name: "diagnose", args: []string{"diagnose"}, kind: "DiagnoseReport", code: 8},
 		{name: "join", args: []string{"join", "10.0.0.11:6443", "--token", "bad", "--discovery-token-ca-cert-hash", pin}, kind: "JoinResult", code: 2},
 		{name: "reset", args: []string{"reset", "-f"}, kind: "ResetResult"},
+		{name: "leave", args: []string{"leave", "-f"}, kind: "LeaveResult"},
 	}
 }
 

@@ -77,7 +77,7 @@ func runReset(ctx context.Context, deps *Deps, o *ResetOptions) error {
 		return err
 	}
 	if rep.DryRun {
-		return printResetPlan(deps, rep)
+		return printResetPlan(deps, rep, "Resetting")
 	}
 	if !rep.Changed {
 		_, err = fmt.Fprintln(deps.Out, "Nothing to reset: this node holds no join.")
@@ -87,8 +87,8 @@ func runReset(ctx context.Context, deps *Deps, o *ResetOptions) error {
 	return err
 }
 
-// printResetPlan prints a dry run's plan.
-func printResetPlan(deps *Deps, rep *phases.ResetReport) error {
+// printResetPlan prints a dry run's plan; doing is "Resetting" or "Leaving".
+func printResetPlan(deps *Deps, rep *phases.ResetReport, doing string) error {
 	if len(rep.PlannedActions) == 0 {
 		_, err := fmt.Fprintln(deps.Out, "Dry run: nothing to reset: this node holds no join.")
 		return err
@@ -98,7 +98,7 @@ func printResetPlan(deps *Deps, rep *phases.ResetReport) error {
 	if rep.Node != "" {
 		node = fmt.Sprintf("node %q", rep.Node)
 	}
-	fmt.Fprintf(&b, "Dry run: nothing was changed. Resetting %s (%s) would:\n", node, rep.Role)
+	fmt.Fprintf(&b, "Dry run: nothing was changed. %s %s (%s) would:\n", doing, node, rep.Role)
 	for _, a := range rep.PlannedActions {
 		fmt.Fprintf(&b, "  - %s\n", a)
 	}

@@ -1,0 +1,112 @@
+package phases
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"kjoin.dev/kjoin/host"
+	"kjoin.dev/kjoin/operr"
+)
+
+// LeaveOptions configure kjoin leave: the drain (kubectl drain's options) and the credentials.
+type LeaveOptions struct {
+	// Kubeconfig holds the credentials leave uses: given, else admin.conf when the node has
+	// one (a control plane), else the node's own kubelet.conf (which may not drain).
+	Kubeconfig string
+	// DrainTimeout bounds the drain (0: no bound, as kubectl drain); GracePeriod is each pod's
+	// termination grace in seconds (-1: the pod's own).
+	DrainTimeout       time.Duration
+	GracePeriod        int
+	IgnoreDaemonSets   bool
+	DeleteEmptyDirData bool
+	// Force also deletes pods no controller manages (they are not recreated elsewhere).
+	Force bool
+	// DisableEviction deletes pods instead of evicting them: PodDisruptionBudgets are not
+	// respected.
+	DisableEviction bool
+	// EvictRetry is the pause before an eviction a PodDisruptionBudget refused is asked again
+	// (0: 5 s, as kubectl drain).
+	EvictRetry time.Duration
+}
+
+// LeaveWorkflow takes a node out of the cluster gracefully, then undoes its join: the Node
+// is cordoned and drained (PodDisruptionBudgets respected), a control plane's etcd member is
+// removed (quorum-checked) and its static pods stopped, the kubelet is stopped and its pods
+// removed, then the Node, its Lease and its CSRs are deleted and the join's files removed.
+// The cluster objects go after the kubelet stops: a running kubelet would recreate its Lease.
+var LeaveWorkflow = []ResetPhase{LeaveCordon, LeaveDrain, ResetEtcdMember, ResetStaticPods, ResetKubelet, ResetContainers, LeaveDeleteObjects, ResetFiles}
+
+// leaveState is what only leave's phases read and write.
+type leaveState struct {
+	Opts LeaveOptions
+	// client talks to the cluster as Credentials says (set by Leave before the phases run).
+	client kubernetes.Interface
+	// nodeGone: the Node is not in the cluster (nothing to cordon or drain).
+	nodeGone bool
+}
+
+// LeaveReport is what leave adds to the reset's report.
+type LeaveReport struct {
+	// Credentials are whose credentials leave used: "admin (PATH)" or "node (PATH)".
+	Credentials string `json:"credentials"`
+	Cordoned    bool   `json:"cordoned"`
+	// EvictedPods are the pods the drain evicted (or deleted), namespace/name.
+	EvictedPods  []string `json:"evictedPods"`
+	LeaseDeleted bool     `json:"leaseDeleted"`
+	// DeletedCSRs are the node's certificate signing requests leave deleted.
+	DeletedCSRs []string `json:"deletedCSRs"`
+	// Left are the cluster objects leave could not remove, each with the command that does.
+	Left []string `json:"left"`
+}
+
+// Leave runs the leave workflow on this node (skipping the named phases): the same report as
+// reset with leave's part filled. It is idempotent: a run after an interruption continues,
+// and a run on a node that has left changes nothing.
+func Leave(ctx context.Context, e *host.Env, ro ResetOptions, lo LeaveOptions, skip []string) (*ResetReport, error) {
+	ro.DeleteNode = false // leave deletes the Node itself, after the kubelet stops
+	return runReset(ctx, e, ro, skip, LeaveWorkflow, func(rs *ResetState) error {
+		rs.Report.Leave = &LeaveReport{EvictedPods: []string{}, DeletedCSRs: []string{}, Left: []string{}}
+		rs.leave = &leaveState{Opts: lo}
+		if rs.Report.Node == "" {
+			return nil // nothing joined: the phases skip
+		}
+		c, who, err := leaveClient(e, lo.Kubeconfig, clusterServer(e, rs.Journal))
+		if err != nil {
+			return err
+		}
+		rs.leave.client, rs.Report.Leave.Credentials = c, who
+		return nil
+	})
+}
+
+// leaveClient picks leave's credentials: the given kubeconfig, else admin.conf, else the
+// node's own kubelet.conf (pointed at the cluster endpoint: a control plane's names its own
+// API server, which leave stops).
+func leaveClient(e *host.Env, kubeconfig, server string) (kubernetes.Interface, string, error) {
+	if kubeconfig == "" && e.Exists(host.AdminKubeconfig) {
+		kubeconfig = host.AdminKubeconfig
+	}
+	if kubeconfig != "" {
+		c, _, err := e.ClientFromKubeconfig(kubeconfig)
+		if err != nil {
+			return nil, "", operr.Wrap(operr.Usage, err, "cannot use the credentials in "+kubeconfig, "pass --kubeconfig with a kubeconfig that may drain and delete nodes")
+		}
+		return c, "admin (" + kubeconfig + ")", nil
+	}
+	c, err := kubeletConfClient(e, server)
+	if err != nil {
+		return nil, "", operr.Wrap(operr.Usage, err, "no credentials to leave with: this node has neither admin.conf nor a usable kubelet.conf",
+			"pass --kubeconfig with a kubeconfig that may drain and delete nodes, or run kjoin reset to clean up this node only")
+	}
+	return c, "node (" + host.KubeletKubeconfig + ")", nil
+}
+
+// leaveSkip skips a leave phase when there is no Node to act on.
+func leaveSkip(s *ResetState) string {
+	if s.Report.Node == "" || s.leave == nil || s.leave.client == nil {
+		return "no node name known"
+	}
+	return ""
+}

@@ -1,0 +1,296 @@
+package phases
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"kjoin.dev/kjoin/host"
+	"kjoin.dev/kjoin/operr"
+)
+
+const adminConf = "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: 'https://cp.example:6443'}\nusers:\n- name: u\n  user: {token: admin}\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\ncurrent-context: x\n"
+
+// podOn is a pod bound to node, owned by kind (empty: no controller).
+func podOn(name, node, kind string) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: corev1.PodSpec{NodeName: node},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	if kind != "" {
+		yes := true
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: kind, Name: name + "-owner", Controller: &yes}}
+	}
+	return p
+}
+
+// joinedForLeave is a worker w1 joined in a fake cluster that also runs pods: web-1 (a
+// ReplicaSet's) and agent-1 (a DaemonSet's) on w1, other-1 on w2. Evictions delete the pod.
+func joinedForLeave(t *testing.T, extra ...runtime.Object) *testHost {
+	t.Helper()
+	objs := append([]runtime.Object{podOn("web-1", "w1", "ReplicaSet"), podOn("agent-1", "w1", "DaemonSet"), podOn("other-1", "w2", "ReplicaSet"),
+		&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "agent-1-owner", Namespace: "default"}}}, extra...)
+	h := newTestHost(t, objs...)
+	// The API server offers the eviction subresource (policy/v1), as every supported one does.
+	h.client.Discovery().(*fakediscovery.FakeDiscovery).Resources = []*metav1.APIResourceList{{GroupVersion: "v1",
+		APIResources: []metav1.APIResource{{Name: "pods"}, {Name: "pods/eviction", Kind: "Eviction", Group: "policy", Version: "v1"}}}}
+	// A server-side dry-run delete checks and changes nothing (the fake tracker would delete).
+	h.client.PrependReactor("delete", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		d, ok := a.(k8stesting.DeleteActionImpl)
+		if !ok || len(d.DeleteOptions.DryRun) == 0 {
+			return false, nil, nil
+		}
+		_, err := h.client.Tracker().Get(d.GetResource(), d.GetNamespace(), d.Name)
+		return true, nil, err
+	})
+	// The API server filters pods by spec.nodeName (the fake tracker ignores field selectors).
+	h.client.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		fs := a.(k8stesting.ListActionImpl).GetListRestrictions().Fields
+		if fs == nil || fs.Empty() {
+			return false, nil, nil
+		}
+		obj, err := h.client.Tracker().List(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, a.GetNamespace())
+		if err != nil {
+			return true, nil, err
+		}
+		list := obj.(*corev1.PodList)
+		var keep []corev1.Pod
+		for _, p := range list.Items {
+			if fs.Matches(fields.Set{"spec.nodeName": p.Spec.NodeName}) {
+				keep = append(keep, p)
+			}
+		}
+		list.Items = keep
+		return true, list, nil
+	})
+	h.client.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		name := a.(k8stesting.CreateAction).GetObject().(metav1.Object).GetName()
+		return true, nil, h.client.Tracker().Delete(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, a.GetNamespace(), name)
+	})
+	if _, err := Run(context.Background(), h.env, &State{Opts: h.options(t)}, Join, RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func leaveOpts() LeaveOptions {
+	return LeaveOptions{IgnoreDaemonSets: true, GracePeriod: -1, DrainTimeout: 5 * time.Second, EvictRetry: 20 * time.Millisecond}
+}
+
+// With admin credentials a worker leaves: cordoned, its ReplicaSet pod evicted (not the
+// DaemonSet's, not another node's), then its Node, Lease and CSR deleted after the kubelet
+// stopped, and its files removed. A second run changes nothing.
+func TestLeaveDrainsAndDeletesTheNode(t *testing.T) {
+	t.Parallel()
+	h := joinedForLeave(t)
+	writeHost(t, h.env, "/root/admin.conf", adminConf, 0o600)
+	o := leaveOpts()
+	o.Kubeconfig = "/root/admin.conf"
+	csrs, _ := h.client.CertificatesV1().CertificateSigningRequests().List(context.Background(), metav1.ListOptions{})
+	if len(csrs.Items) != 1 {
+		t.Fatalf("the join made %d CSRs", len(csrs.Items))
+	}
+	csrName := csrs.Items[0].Name
+	h.client.ClearActions()
+	rep, err := Leave(context.Background(), h.env, ResetOptions{}, o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := rep.Leave
+	if !l.Cordoned || !slices.Equal(l.EvictedPods, []string{"default/web-1"}) || !rep.NodeDeleted || !l.LeaseDeleted ||
+		!slices.Equal(l.DeletedCSRs, []string{csrName}) || len(l.Left) != 0 || l.Credentials != "admin (/root/admin.conf)" {
+		t.Errorf("leave report %+v %+v", rep, l)
+	}
+	ctx := context.Background()
+	if _, err := h.client.CoreV1().Pods("default").Get(ctx, "agent-1", metav1.GetOptions{}); err != nil {
+		t.Errorf("the DaemonSet's pod was evicted: %v", err)
+	}
+	if _, err := h.client.CoreV1().Pods("default").Get(ctx, "other-1", metav1.GetOptions{}); err != nil {
+		t.Errorf("another node's pod was evicted: %v", err)
+	}
+	for what, err := range map[string]error{
+		"Node":  get(h.client.CoreV1().Nodes().Get(ctx, "w1", metav1.GetOptions{})),
+		"Lease": get(h.client.CoordinationV1().Leases("kube-node-lease").Get(ctx, "w1", metav1.GetOptions{})),
+		"CSR":   get(h.client.CertificatesV1().CertificateSigningRequests().Get(ctx, csrName, metav1.GetOptions{})),
+	} {
+		if !apierrors.IsNotFound(err) {
+			t.Errorf("the %s survived leave: %v", what, err)
+		}
+	}
+	// Order: cordon (a patch of the Node) before any eviction; the Node deleted after the
+	// kubelet stopped (its last systemctl call).
+	var order []string
+	for _, a := range h.client.Actions() {
+		switch {
+		case a.GetVerb() == "patch" && a.GetResource().Resource == "nodes":
+			order = append(order, "cordon")
+		case a.GetSubresource() == "eviction":
+			order = append(order, "evict")
+		case a.GetVerb() == "delete" && a.GetResource().Resource == "nodes":
+			order = append(order, "delete-node")
+		}
+	}
+	if !slices.Equal(order, []string{"cordon", "evict", "delete-node"}) {
+		t.Errorf("cluster calls in order %v", order)
+	}
+	if stop := slices.Index(h.runner.calls, "systemctl stop kubelet"); stop < 0 {
+		t.Errorf("the kubelet was not stopped: %q", h.runner.calls)
+	}
+	if _, err := h.env.ReadFile(host.KubeletKubeconfig); err == nil {
+		t.Error("kubelet.conf survived leave")
+	}
+	h.runner.active = false
+	rep, err = Leave(context.Background(), h.env, ResetOptions{}, o, nil)
+	if err != nil || rep.Changed {
+		t.Errorf("second leave: changed %v, %v: %+v", rep.Changed, err, rep.Phases)
+	}
+}
+
+func get[T any](_ T, err error) error { return err }
+
+// The dry run runs the checks and lists every step, changing nothing.
+func TestLeaveDryRunChangesNothing(t *testing.T) {
+	t.Parallel()
+	h := joinedForLeave(t)
+	writeHost(t, h.env, host.AdminKubeconfig, adminConf, 0o600)
+	rep, err := Leave(context.Background(), h.env, ResetOptions{DryRun: true}, leaveOpts(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := strings.Join(rep.PlannedActions, "\n")
+	for _, want := range []string{`cordon Node "w1"`, "evict pod default/web-1", `delete Node "w1"`, "delete Lease kube-node-lease/w1", "delete CSR "} {
+		if !strings.Contains(plan, want) {
+			t.Errorf("plan lacks %q:\n%s", want, plan)
+		}
+	}
+	if strings.Contains(plan, "agent-1") {
+		t.Errorf("plan evicts the DaemonSet's pod:\n%s", plan)
+	}
+	n, err := h.client.CoreV1().Nodes().Get(context.Background(), "w1", metav1.GetOptions{})
+	if err != nil || n.Spec.Unschedulable {
+		t.Errorf("the dry run touched the Node: %v unschedulable=%v", err, n.Spec.Unschedulable)
+	}
+	if _, err := h.client.CoreV1().Pods("default").Get(context.Background(), "web-1", metav1.GetOptions{}); err != nil {
+		t.Errorf("the dry run evicted web-1: %v", err)
+	}
+	if _, err := h.env.ReadFile(host.KubeletKubeconfig); err != nil {
+		t.Errorf("the dry run removed kubelet.conf: %v", err)
+	}
+}
+
+// A pod no controller manages stops the drain before anything is evicted, naming the
+// option, unless --drain-force.
+func TestLeaveRefusesToLoseAnUnmanagedPod(t *testing.T) {
+	t.Parallel()
+	h := joinedForLeave(t, podOn("lonely", "w1", ""))
+	writeHost(t, h.env, host.AdminKubeconfig, adminConf, 0o600)
+	_, err := Leave(context.Background(), h.env, ResetOptions{}, leaveOpts(), nil)
+	if operr.CodeOf(err) != operr.Preflight || !strings.Contains(err.Error(), "lonely") {
+		t.Fatalf("err %v", err)
+	}
+	if _, err := h.client.CoreV1().Pods("default").Get(context.Background(), "web-1", metav1.GetOptions{}); err != nil {
+		t.Errorf("web-1 was evicted before the refusal: %v", err)
+	}
+	if _, err := h.env.ReadFile(host.KubeletKubeconfig); err != nil {
+		t.Error("the refused leave went on to remove the node's files")
+	}
+	o := leaveOpts()
+	o.Force = true
+	rep, err := Leave(context.Background(), h.env, ResetOptions{}, o, nil)
+	if err != nil || !slices.Contains(rep.Leave.EvictedPods, "default/lonely") {
+		t.Errorf("with --drain-force: %v %+v", err, rep.Leave)
+	}
+}
+
+// An eviction a PodDisruptionBudget refuses (429) is retried until the drain timeout, then
+// reported with the budget named; the node's files stay, and a later run continues.
+func TestLeaveDrainBlockedByABudget(t *testing.T) {
+	t.Parallel()
+	h := joinedForLeave(t)
+	writeHost(t, h.env, host.AdminKubeconfig, adminConf, 0o600)
+	blocked := true
+	h.client.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "eviction" && blocked {
+			return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 1)
+		}
+		return false, nil, nil
+	})
+	o := leaveOpts()
+	o.DrainTimeout = 300 * time.Millisecond
+	_, err := Leave(context.Background(), h.env, ResetOptions{}, o, nil)
+	if operr.CodeOf(err) != operr.Timeout || !strings.Contains(err.Error(), "last refusal: error when evicting pods/\"web-1\"") || !strings.Contains(err.Error(), "disruption budget") {
+		t.Fatalf("err %v", err)
+	}
+	if _, err := h.env.ReadFile(host.KubeletKubeconfig); err != nil {
+		t.Error("a drain that did not finish went on to remove the node's files")
+	}
+	blocked = false
+	rep, err := Leave(context.Background(), h.env, ResetOptions{}, leaveOpts(), nil)
+	if err != nil || !rep.NodeDeleted || !slices.Equal(rep.Leave.EvictedPods, []string{"default/web-1"}) {
+		t.Errorf("the run after the budget allowed it: %v %+v", err, rep.Leave)
+	}
+}
+
+// With only the node's own credentials, a drain that is forbidden fails naming the
+// credentials; skipping it, what the node may not delete is reported with the command that
+// does, and the node is still cleaned up.
+func TestLeaveWithTheNodesOwnCredentials(t *testing.T) {
+	t.Parallel()
+	h := joinedForLeave(t)
+	forbid := func(verb, resource string) {
+		h.client.PrependReactor(verb, resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: resource}, "", nil)
+		})
+	}
+	forbid("list", "pods")
+	_, err := Leave(context.Background(), h.env, ResetOptions{}, leaveOpts(), nil)
+	if operr.CodeOf(err) != operr.Auth || !strings.Contains(err.Error(), "node (/etc/kubernetes/kubelet.conf) credentials may not") {
+		t.Fatalf("err %v", err)
+	}
+	forbid("delete", "nodes")
+	forbid("list", "certificatesigningrequests")
+	rep, err := Leave(context.Background(), h.env, ResetOptions{}, leaveOpts(), []string{"drain"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := strings.Join(rep.Leave.Left, "\n")
+	if rep.NodeDeleted || !strings.Contains(left, "kubectl delete node w1") || !strings.Contains(left, "kubectl get csr") || !rep.Leave.LeaseDeleted {
+		t.Errorf("report %+v, left:\n%s", rep.Leave, left)
+	}
+	if _, err := h.env.ReadFile(host.KubeletKubeconfig); err == nil {
+		t.Error("kubelet.conf survived leave")
+	}
+}
+
+// A pod with emptyDir data stops the drain (its data would be lost) unless
+// --delete-emptydir-data.
+func TestLeaveRefusesToLoseEmptyDirData(t *testing.T) {
+	t.Parallel()
+	cache := podOn("cache-1", "w1", "ReplicaSet")
+	cache.Spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	h := joinedForLeave(t, cache)
+	writeHost(t, h.env, host.AdminKubeconfig, adminConf, 0o600)
+	_, err := Leave(context.Background(), h.env, ResetOptions{}, leaveOpts(), nil)
+	if operr.CodeOf(err) != operr.Preflight || !strings.Contains(err.Error(), "cache-1") || !strings.Contains(err.Error(), "delete-emptydir-data") {
+		t.Fatalf("err %v", err)
+	}
+	o := leaveOpts()
+	o.DeleteEmptyDirData = true
+	rep, err := Leave(context.Background(), h.env, ResetOptions{}, o, nil)
+	if err != nil || !slices.Contains(rep.Leave.EvictedPods, "default/cache-1") {
+		t.Errorf("with --delete-emptydir-data: %v %+v", err, rep.Leave)
+	}
+}
