@@ -184,3 +184,27 @@ func serveTLS(t *testing.T, cert tls.Certificate, handler http.Handler) string {
 	t.Cleanup(srv.Close)
 	return strings.TrimPrefix(srv.URL, "https://")
 }
+
+// A throttled answer (429, as API priority and fairness gives a bootstrap storm) is retried:
+// discovery succeeds once the server answers.
+func TestThrottledDiscoveryIsRetried(t *testing.T) {
+	ca, issue := newCA(t)
+	full, _ := json.Marshal(clusterInfo(t, pki.EncodeCert(ca), "https://x:6443", tok))
+	var calls atomic.Int32
+	endpoint := serveTLS(t, issue(nil, localhost, time.Now().Add(-time.Minute)), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) <= 2 {
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		_, _ = w.Write(full)
+	}))
+	req := request(t, endpoint, Pin(ca))
+	req.Timeout = 20 * time.Second
+	if _, err := Token(context.Background(), req); err != nil {
+		t.Fatalf("throttled discovery failed: %v", err)
+	}
+	if calls.Load() != 4 {
+		t.Errorf("%d calls, want 2 throttled, then the read and its pinned re-read", calls.Load())
+	}
+}
