@@ -32,11 +32,12 @@ type LeaveOptions struct {
 }
 
 // LeaveWorkflow takes a node out of the cluster gracefully, then undoes its join: the Node
-// is cordoned and drained (PodDisruptionBudgets respected), a control plane's etcd member is
-// removed (quorum-checked) and its static pods stopped, the kubelet is stopped and its pods
-// removed, then the Node, its Lease and its CSRs are deleted and the join's files removed.
-// The cluster objects go after the kubelet stops: a running kubelet would recreate its Lease.
-var LeaveWorkflow = []ResetPhase{LeaveCordon, LeaveDrain, ResetEtcdMember, ResetStaticPods, ResetKubelet, ResetContainers, LeaveDeleteObjects, ResetFiles}
+// is cordoned and drained (PodDisruptionBudgets respected); a control plane stops its API
+// server, controller-manager and scheduler, then removes its etcd member (quorum-checked)
+// and stops etcd; the kubelet is stopped and its pods removed; then the Node, its Lease and
+// its CSRs are deleted and the join's files removed. The cluster objects go after the
+// kubelet stops: a running kubelet would recreate its Lease.
+var LeaveWorkflow = []ResetPhase{LeaveCordon, LeaveDrain, LeaveStopControlPlane, ResetEtcdMember, ResetStaticPods, ResetKubelet, ResetContainers, LeaveDeleteObjects, ResetFiles}
 
 // leaveState is what only leave's phases read and write.
 type leaveState struct {

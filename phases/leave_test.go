@@ -41,6 +41,17 @@ func joinedForLeave(t *testing.T, extra ...runtime.Object) *testHost {
 	objs := append([]runtime.Object{podOn("web-1", "w1", "ReplicaSet"), podOn("agent-1", "w1", "DaemonSet"), podOn("other-1", "w2", "ReplicaSet"),
 		&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "agent-1-owner", Namespace: "default"}}}, extra...)
 	h := newTestHost(t, objs...)
+	asAPIServer(h)
+	if _, err := Run(context.Background(), h.env, &State{Opts: h.options(t)}, Join, RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// asAPIServer makes the fake cluster answer as an API server does where leave depends on it:
+// it offers the eviction subresource, honours server-side dry runs and field selectors on
+// pods, and an eviction deletes its pod.
+func asAPIServer(h *testHost) {
 	// The API server offers the eviction subresource (policy/v1), as every supported one does.
 	h.client.Discovery().(*fakediscovery.FakeDiscovery).Resources = []*metav1.APIResourceList{{GroupVersion: "v1",
 		APIResources: []metav1.APIResource{{Name: "pods"}, {Name: "pods/eviction", Kind: "Eviction", Group: "policy", Version: "v1"}}}}
@@ -80,10 +91,6 @@ func joinedForLeave(t *testing.T, extra ...runtime.Object) *testHost {
 		name := a.(k8stesting.CreateAction).GetObject().(metav1.Object).GetName()
 		return true, nil, h.client.Tracker().Delete(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, a.GetNamespace(), name)
 	})
-	if _, err := Run(context.Background(), h.env, &State{Opts: h.options(t)}, Join, RunOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return h
 }
 
 func leaveOpts() LeaveOptions {
@@ -292,5 +299,38 @@ func TestLeaveRefusesToLoseEmptyDirData(t *testing.T) {
 	rep, err := Leave(context.Background(), h.env, ResetOptions{}, o, nil)
 	if err != nil || !slices.Contains(rep.Leave.EvictedPods, "default/cache-1") {
 		t.Errorf("with --delete-emptydir-data: %v %+v", err, rep.Leave)
+	}
+}
+
+// A control plane leaves: its API server, controller-manager and scheduler stop before its
+// etcd member is removed, etcd after; then the Node goes, with the admin.conf the join wrote.
+func TestLeaveControlPlaneStopsItsAPIServerBeforeItsMember(t *testing.T) {
+	t.Parallel()
+	c := newCPHost(t)
+	asAPIServer(c.testHost)
+	if _, err := Run(context.Background(), c.env, &State{Opts: c.options(t)}, Join, RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Leave(context.Background(), c.env, ResetOptions{}, leaveOpts(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.etcd.Member("https://10.0.0.12:2380") != nil || rep.EtcdMemberRemoved == "" || !rep.NodeDeleted || rep.Role != "control-plane" ||
+		rep.Leave.Credentials != "admin (/etc/kubernetes/admin.conf)" {
+		t.Errorf("report %+v %+v", rep, rep.Leave)
+	}
+	var phases []string
+	for _, p := range rep.Phases {
+		phases = append(phases, p.Name+":"+string(p.Status))
+	}
+	want := []string{"stop-control-plane:ran", "remove-etcd-member:ran", "remove-static-pods:ran"}
+	if i := slices.Index(phases, want[0]); i < 0 || !slices.Equal(phases[i:i+3], want) {
+		t.Errorf("phases %v, want %v in a row", phases, want)
+	}
+	etcdAt := slices.Index(rep.RemovedFiles, "/etc/kubernetes/manifests/etcd.yaml")
+	for _, m := range []string{"kube-apiserver.yaml", "kube-controller-manager.yaml", "kube-scheduler.yaml"} {
+		if i := slices.Index(rep.RemovedFiles, "/etc/kubernetes/manifests/"+m); i < 0 || i > etcdAt {
+			t.Errorf("%s removed at %d, etcd.yaml at %d: %v", m, i, etcdAt, rep.RemovedFiles)
+		}
 	}
 }
