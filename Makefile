@@ -56,17 +56,8 @@ e2e: build components
 	  $(GO) test -tags e2e -p 1 -count=1 -v -timeout $(E2E_TIMEOUT) ./e2e/... || status=$$?; \
 	bin/lab down || true; exit $$status
 
-## test: unit tests, then the lab suite. The components (cold: about 17 minutes of downloads,
-## compiles and a debootstrap) build beside the unit tests, their log in
-## $(KJOIN_ARTIFACTS)/components.log, printed if they fail
-test:
-	@mkdir -p $(KJOIN_ARTIFACTS); set -o pipefail; \
-	$(MAKE) --no-print-directory components >$(KJOIN_ARTIFACTS)/components.log 2>&1 & comp=$$!; \
-	status=0; $(MAKE) --no-print-directory check || status=$$?; \
-	if ! wait $$comp; then tail -n 60 $(KJOIN_ARTIFACTS)/components.log; exit 1; fi; \
-	grep -E '^(built|building)' $(KJOIN_ARTIFACTS)/components.log || true; \
-	[ $$status -eq 0 ] || exit $$status; \
-	$(MAKE) --no-print-directory e2e
+## test: unit tests, then the lab suite
+test: check e2e
 
 lab-up: build components
 	KJOIN_BIN=$(CURDIR)/bin/kjoin KJOIN_COMPONENTS=$$(e2e/components/build.sh) bin/lab up

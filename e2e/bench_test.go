@@ -288,9 +288,10 @@ func benchRounds(t *testing.T, c *framework.Cluster, rng *rand.Rand, section str
 				s.Phases, s.KubeletStartedMs = kjoinPhases(r.Stdout)
 				s.EtcdRestarted = strings.Contains(r.Stderr, "restarting it (a learner holds no vote)")
 			}
-			s.ImagePulls = len(c.ImagePulls(host))
-			if s.ImagePulls > 0 {
-				t.Errorf("%s on %s pulled images: %v", tool.name, host, c.ImagePulls(host))
+			pulls, _, perr := c.ImagePulls(host)
+			s.ImagePulls = len(pulls)
+			if perr != nil || s.ImagePulls > 0 {
+				t.Errorf("%s on %s pulled images: %v %v", tool.name, host, pulls, perr)
 			}
 			recordSample(t, s)
 			t.Logf("round %d #%d %-30s on %s: wall %6dms ready %6dms voter %6dms", round, pos+1, tool.name, host, s.WallMs, s.ReadyMs, s.VoterMs)

@@ -248,9 +248,9 @@ func TestControlPlaneParallel(t *testing.T) {
 					failed = append(failed, fmt.Sprintf("%s exit %d: %s", hosts[i], r.ExitCode, lastLine(r.Stderr)))
 				}
 				// As in the other rounds: no join may wait on an image pull (the lab has every image).
-				if p := c.ImagePulls(hosts[i]); len(p) > 0 {
+				if p, _, perr := c.ImagePulls(hosts[i]); perr != nil || len(p) > 0 {
 					pulls += len(p)
-					t.Errorf("%s on %s pulled images: %v", tool, hosts[i], p)
+					t.Errorf("%s on %s pulled images: %v %v", tool, hosts[i], p, perr)
 				}
 			}
 			ok := len(failed) == 0 && verr == nil

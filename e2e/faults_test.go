@@ -432,15 +432,47 @@ func TestJoinFaults(t *testing.T) {
 		assertJoined(t, c, "cp2", "cp1", "cp2")
 	})
 
-	t.Run("API server restarted during a control plane's etcd join", func(t *testing.T) {
-		c.Host(t, "cp2")
-		p := startPaused(t, c, "cp2", "etcd-join/locked", key)
-		old := restartAPIServer(t, c)
+	t.Run("API server down while a control plane finishes its join", func(t *testing.T) {
+		h := c.Host(t, "cp2")
+		p := startPaused(t, c, "cp2", "etcd-join/promoting", key)
+		// cp1's API server (the endpoint, which admin.conf names) stays down until the test
+		// brings it back: its manifest is moved away, so the kubelet does not restart it.
+		old := c.Pids("cp1", "kube-apiserver")
+		manifest := c.HostPath("cp1", "/etc/kubernetes/manifests/kube-apiserver.yaml")
+		away := c.HostPath("cp1", "/etc/kubernetes/kube-apiserver.yaml.away")
+		if err := os.Rename(manifest, away); err != nil {
+			t.Fatal(err)
+		}
+		restored := false
+		restore := func() {
+			if !restored {
+				restored = true
+				if err := os.Rename(away, manifest); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		defer restore()
+		waitDown(t, c.Hosts["cp1"].IP)
 		p.release(t)
+		// The join goes on through etcd and starts cp2's own API server; it cannot finish
+		// (marking the node needs the endpoint) while cp1's is down.
+		if !livezEventually(h.IP) {
+			restore()
+			c.DumpLogs(t, "cp2")
+			t.Fatal("cp2's own API server did not come up while cp1's was down")
+		}
+		time.Sleep(5 * time.Second)
+		select {
+		case r := <-p.done:
+			p.done <- r
+			t.Fatalf("the join finished while the endpoint was down: exit %d\n%s", r.ExitCode, tail(r.Stderr, 20))
+		default:
+		}
+		restore()
 		r := p.wait(t)
 		assertAPIServerBack(t, c, old)
 		assertOutcome(t, r)
-		rerun(t, c, "cp2", key)
 		assertJoined(t, c, "cp2", "cp1", "cp2")
 	})
 
@@ -487,12 +519,32 @@ func TestJoinFaults(t *testing.T) {
 		time.Sleep(2 * time.Second)
 		holder.kill(t)
 		killedAt := time.Now()
+		// The dead holder's lease still holds the lock, and cp3 still waits on it.
+		var jr struct {
+			Lease int64 `json:"etcdLockLease"`
+		}
+		if b, err := c.ReadFile("cp2", "/var/lib/kjoin/journal.json"); err != nil || json.Unmarshal(b, &jr) != nil || jr.Lease == 0 {
+			t.Fatalf("the killed holder's journal names no etcd lock lease: %v %s", err, b)
+		}
+		ttl := leaseTTL(t, c, jr.Lease)
+		select {
+		case r := <-waiting:
+			t.Fatalf("cp3 finished while the killed holder's lease %x was alive (TTL %d): exit %d\n%s", jr.Lease, ttl, r.ExitCode, tail(r.Stderr, 20))
+		default:
+		}
+		if ttl <= 0 {
+			t.Fatalf("the killed holder's lock lease %x is not alive after the kill (TTL %d)", jr.Lease, ttl)
+		}
 		r := <-waiting
 		if r.Err != nil {
 			c.DumpLogs(t, "cp3")
 			t.Fatalf("the waiting join failed: %v", r.Error())
 		}
-		t.Logf("cp3 finished %s after the lock holder was killed", time.Since(killedAt).Round(time.Second))
+		t.Logf("cp3 finished %s after the lock holder was killed (its lease had %d s left)", time.Since(killedAt).Round(time.Second), ttl)
+		// The lock went to cp3 because the lease expired (cp3 revokes no other run's lease).
+		if left := leaseTTL(t, c, jr.Lease); left != -1 {
+			t.Errorf("the killed holder's lease %x still exists after cp3 took the lock (TTL %d)", jr.Lease, left)
+		}
 		if !strings.Contains(r.Stderr, "another control-plane node is joining etcd") || !strings.Contains(r.Stderr, "etcd join lock acquired after") {
 			t.Errorf("cp3 did not wait for the lock:\n%s", tail(r.Stderr, 20))
 		}

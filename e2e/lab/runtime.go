@@ -114,17 +114,24 @@ func (l *Lab) Partition(ctx context.Context, host, peer string) (heal func() err
 }
 
 // ImagePulls returns the image pulls a host's containerd was asked for (its log's PullImage
-// lines): the lab provides every image, so any pull is a lab artifact that would inflate a
-// measurement with a registry timeout.
-func (l *Lab) ImagePulls(host string) []string {
-	b, _ := os.ReadFile(l.HostPath(host, "/run/lab/containerd.log"))
-	var out []string
+// lines) and how many pod sandboxes it was asked to run (RunPodSandbox lines: containerd logs
+// both at the same level, so a log that shows sandboxes would show a pull). A log that cannot
+// be read is an error.
+func (l *Lab) ImagePulls(host string) (pulls []string, sandboxes int, err error) {
+	p := l.HostPath(host, "/run/lab/containerd.log")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s's containerd log: %w", host, err)
+	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if strings.Contains(line, `msg="PullImage`) {
-			out = append(out, line)
+		switch {
+		case strings.Contains(line, `msg="PullImage`):
+			pulls = append(pulls, line)
+		case strings.Contains(line, `msg="RunPodSandbox`):
+			sandboxes++
 		}
 	}
-	return out
+	return pulls, sandboxes, nil
 }
 
 // MachinePID translates the PID of a process as a host sees it (its PID namespace, e.g. what
