@@ -48,6 +48,7 @@ func TestLeave(t *testing.T) {
 		t.Fatalf("%v", r.Error())
 	}
 	c.WaitNodeCondition(t, "w5", corev1.NodeReady, corev1.ConditionTrue, time.Minute)
+	assertLeaseRenews(t, c, "w5") // the Lease leave must delete exists, and the kubelet renews it
 	// Admin credentials on the node (leave's --kubeconfig): cp1's admin.conf.
 	admin, err := c.ReadFile("cp1", "/etc/kubernetes/admin.conf")
 	if err != nil {
@@ -61,7 +62,7 @@ func TestLeave(t *testing.T) {
 	one := int32(1)
 	labels := map[string]string{"app": "leave-web"}
 	tmpl := pausePod(c, "w5")
-	tmpl.Spec.NodeName = ""
+	tmpl.Spec.NodeName, tmpl.Spec.Tolerations = "", nil // the scheduler places it; cordoned, w5 takes no new one
 	tmpl.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": "w5"}
 	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "leave-web", Namespace: "default"}, Spec: appsv1.ReplicaSetSpec{Replicas: &one,
 		Selector: &metav1.LabelSelector{MatchLabels: labels},
@@ -121,7 +122,7 @@ func TestLeave(t *testing.T) {
 	plan := strings.Join(dry.PlannedActions, "\n")
 	for _, want := range []string{`cordon Node "w5"`, "evict pod default/" + pod.Name, "stop the kubelet", `delete Node "w5"`, "delete Lease kube-node-lease/w5", "delete CSR " + csrs[0]} {
 		if !strings.Contains(plan, want) {
-			t.Errorf("leave --dry-run's plan lacks %q:\n%s", want, plan)
+			t.Errorf("leave --dry-run's plan lacks %q:\n%s\nwarnings %q, left %q", want, plan, dry.Warnings, dry.Left)
 		}
 	}
 	if n, err := c.Client.CoreV1().Nodes().Get(ctx, "w5", metav1.GetOptions{}); err != nil || n.Spec.Unschedulable {
