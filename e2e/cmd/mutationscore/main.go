@@ -143,7 +143,7 @@ func main() {
 		fresh, killed = nil, nil
 	}
 	if *diff == "" {
-		if err := writeReport(scores, survivors, baseline); err != nil {
+		if err := writeReport(scores, survivors, baseline, ran); err != nil {
 			fail(err)
 		}
 	}
@@ -363,7 +363,35 @@ func writeBaseline(name string, m map[string]string, order []string) error {
 	return os.WriteFile(name, []byte(b.String()), 0o644)
 }
 
-func writeReport(scores []score, survivors []survivor, baseline map[string]string) error {
+// earlierRows returns the rows of the existing report (its score table and its survivors
+// table) that belong to packages this run did not mutate, so that a run of some packages
+// keeps the others' last results.
+func earlierRows(report string, ran map[string]bool) (scoreRows, survivorRows []string, dates string) {
+	b, err := os.ReadFile(report)
+	if err != nil {
+		return nil, nil, ""
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(l, "| `") {
+			continue
+		}
+		name := strings.SplitN(strings.TrimPrefix(l, "| `"), "`", 2)[0]
+		if file, _, ok := strings.Cut(name, ":"); ok { // a survivor: file:line:column
+			if !ranFor(ran, filepath.Dir(file)) {
+				survivorRows = append(survivorRows, l)
+			}
+		} else if !ranFor(ran, name) {
+			scoreRows = append(scoreRows, l)
+		}
+	}
+	if i := strings.Index(string(b), " on "); i >= 0 {
+		dates = strings.SplitN(string(b)[i+4:], ";", 2)[0]
+	}
+	return scoreRows, survivorRows, dates
+}
+
+func writeReport(scores []score, survivors []survivor, baseline map[string]string, ran map[string]bool) error {
+	oldScores, oldSurvivors, oldDate := earlierRows(reportFile, ran)
 	var b strings.Builder
 	var pkgs []string
 	for _, s := range scores {
@@ -378,8 +406,15 @@ func writeReport(scores []score, survivors []survivor, baseline map[string]strin
 	fmt.Fprintf(&b, "[go-gremlins](https://github.com/go-gremlins/gremlins) v0.6.0's default mutations (arithmetic, conditional boundaries and\n")
 	fmt.Fprintf(&b, "negations, increments, negatives), each package's own unit tests run against each mutant. A survivor\n")
 	fmt.Fprintf(&b, "lived (every test passed) or is not covered (no unit test runs its line). Every survivor is in\n")
-	fmt.Fprintf(&b, "`%s` with the reason it may survive; a new one fails the run.\n\n", baselineFile)
+	fmt.Fprintf(&b, "`%s` with the reason it may survive; a new one fails the run.\n", baselineFile)
+	if len(oldScores) > 0 {
+		fmt.Fprintf(&b, "The rows of packages this run did not mutate are kept from the report before it (run on %s).\n", oldDate)
+	}
+	b.WriteString("\n")
 	b.WriteString("| package | killed | timed out | lived | not covered | case clauses (not run) | efficacy | seconds |\n|---|---|---|---|---|---|---|---|\n")
+	for _, l := range oldScores {
+		b.WriteString(l + "\n")
+	}
 	for _, s := range scores {
 		fmt.Fprintf(&b, "| `%s` | %d | %d | %d | %d | %d | %.1f %% | %.0f |\n", s.pkg, s.killed, s.timedOut, s.lived, s.notCovered, s.caseClauses, s.efficacy(), s.seconds)
 	}
@@ -399,6 +434,9 @@ func writeReport(scores []score, survivors []survivor, baseline map[string]strin
 	b.WriteString("\nEfficacy: killed (or timed out) of killed, timed out, lived and not covered. Mutants of `case` clauses\n")
 	b.WriteString("are left out of it: Go's coverage profile gives a case expression no block, so gremlins marks every\n")
 	b.WriteString("such mutant not covered and never runs it (the hand mutations in `make mutants-hand` cover some).\n\n## Survivors\n\n| where | mutation | line | status | reason |\n|---|---|---|---|---|\n")
+	for _, l := range oldSurvivors {
+		b.WriteString(l + "\n")
+	}
 	for _, s := range survivors {
 		f := strings.Split(s.key, "\t")
 		fmt.Fprintf(&b, "| `%s` (%s) | %s | `%s` | %s | %s |\n", s.where, f[1], f[2], strings.ReplaceAll(f[3], "|", "\\|"), strings.ToLower(s.status), baseline[s.key])
