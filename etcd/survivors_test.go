@@ -319,3 +319,13 @@ func TestClassifyMemberWithoutPeerURL(t *testing.T) {
 		t.Errorf("%+v probed %d", got, probed)
 	}
 }
+
+// Without a status probe every started voter counts as healthy (replaceFormer's count then
+// rests on etcd's own refusal without quorum); one that never started is named.
+func TestVoterHealthWithoutStatus(t *testing.T) {
+	j := &Join{}
+	voters, healthy, detail := j.voterHealth(context.Background(), append(voters(3), &etcdserverpb.Member{ID: 7, Name: "cp7"}), 2)
+	if voters != 3 || healthy != 2 || len(detail) != 1 || detail[0] != "cp7: not started" {
+		t.Errorf("voters %d healthy %d detail %q", voters, healthy, detail)
+	}
+}
