@@ -70,7 +70,9 @@ func TestLeave(t *testing.T) {
 	if _, err := c.Client.AppsV1().ReplicaSets("default").Create(ctx, rs, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.Client.AppsV1().ReplicaSets("default").Delete(context.Background(), "leave-web", metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = c.Client.AppsV1().ReplicaSets("default").Delete(context.Background(), "leave-web", metav1.DeleteOptions{})
+	})
 	var pod corev1.Pod
 	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		l, err := c.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=leave-web"})
