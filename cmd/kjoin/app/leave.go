@@ -1,7 +1,6 @@
 package app
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"strings"
@@ -9,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/phases"
 	"kjoin.dev/kjoin/workflow"
 )
@@ -62,17 +60,10 @@ pods); what those credentials may not delete is reported with the command that d
 }
 
 func runLeave(ctx context.Context, deps *Deps, o *LeaveOptions) error {
-	env := deps.NewEnv(o.g.Root, o.g.Verbosity)
-	if err := phases.RequireRoot(env, "kjoin leave"); err != nil {
+	env, err := undoEnv(deps, o.g, "leave", o.DryRun, o.Force,
+		"This node leaves the cluster: it is drained, its Node deleted, and its etcd member, static pods, kubelet and join files removed.")
+	if err != nil {
 		return err
-	}
-	if !o.DryRun {
-		if err := confirmLeave(deps, o); err != nil {
-			return err
-		}
-	}
-	if !o.g.Output.Text() && o.g.Verbosity == 0 {
-		env.Out = nil
 	}
 	rep, err := phases.Leave(ctx, env, o.ResetOptions, o.Leave, o.SkipPhases)
 	if !o.g.Output.Text() {
@@ -96,17 +87,4 @@ func runLeave(ctx context.Context, deps *Deps, o *LeaveOptions) error {
 	}
 	_, err = fmt.Fprint(deps.Out, b.String())
 	return err
-}
-
-// confirmLeave asks on a terminal unless --force.
-func confirmLeave(deps *Deps, o *LeaveOptions) error {
-	if o.Force || deps.InIsTerminal == nil || !deps.InIsTerminal() {
-		return nil
-	}
-	fmt.Fprint(deps.Err, "[leave] This node leaves the cluster: it is drained, its Node deleted, and its etcd member, static pods, kubelet and join files removed.\n[leave] Are you sure you want to proceed? [y/N]: ")
-	answer, _ := bufio.NewReader(deps.In).ReadString('\n')
-	if a := strings.ToLower(strings.TrimSpace(answer)); a == "y" || a == "yes" {
-		return nil
-	}
-	return operr.New(operr.Other, "leave aborted: not confirmed", "answer y, or pass -f/--force to skip the question")
 }

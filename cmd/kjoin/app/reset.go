@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/phases"
 	"kjoin.dev/kjoin/workflow"
@@ -57,17 +58,10 @@ quorum check, a server-side dry-run delete of the Node). Running it again does n
 }
 
 func runReset(ctx context.Context, deps *Deps, o *ResetOptions) error {
-	env := deps.NewEnv(o.g.Root, o.g.Verbosity)
-	if err := phases.RequireRoot(env, "kjoin reset"); err != nil {
+	env, err := undoEnv(deps, o.g, "reset", o.DryRun, o.Force,
+		"This node leaves the cluster: its etcd member, static pods, kubelet and the files the join wrote are removed.")
+	if err != nil {
 		return err
-	}
-	if !o.DryRun {
-		if err := confirmReset(deps, o); err != nil {
-			return err
-		}
-	}
-	if !o.g.Output.Text() && o.g.Verbosity == 0 {
-		env.Out = nil
 	}
 	rep, err := phases.Reset(ctx, env, o.ResetOptions, o.SkipPhases)
 	if !o.g.Output.Text() {
@@ -106,15 +100,22 @@ func printResetPlan(deps *Deps, rep *phases.ResetReport, doing string) error {
 	return err
 }
 
-// confirmReset asks on a terminal, as kubeadm reset does, unless --force.
-func confirmReset(deps *Deps, o *ResetOptions) error {
-	if o.Force || deps.InIsTerminal == nil || !deps.InIsTerminal() {
-		return nil
+// undoEnv is the host environment of reset and leave: root checked, the operator asked on a
+// terminal (as kubeadm reset does) unless --force or a dry run, progress off for machine output.
+func undoEnv(deps *Deps, g *Globals, command string, dryRun, force bool, what string) (*host.Env, error) {
+	env := deps.NewEnv(g.Root, g.Verbosity)
+	if err := phases.RequireRoot(env, "kjoin "+command); err != nil {
+		return nil, err
 	}
-	fmt.Fprint(deps.Err, "[reset] This node leaves the cluster: its etcd member, static pods, kubelet and the files the join wrote are removed.\n[reset] Are you sure you want to proceed? [y/N]: ")
-	answer, _ := bufio.NewReader(deps.In).ReadString('\n')
-	if a := strings.ToLower(strings.TrimSpace(answer)); a == "y" || a == "yes" {
-		return nil
+	if !dryRun && !force && deps.InIsTerminal != nil && deps.InIsTerminal() {
+		fmt.Fprintf(deps.Err, "[%s] %s\n[%s] Are you sure you want to proceed? [y/N]: ", command, what, command)
+		answer, _ := bufio.NewReader(deps.In).ReadString('\n')
+		if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+			return nil, operr.New(operr.Other, command+" aborted: not confirmed", "answer y, or pass -f/--force to skip the question")
+		}
 	}
-	return operr.New(operr.Other, "reset aborted: not confirmed", "answer y, or pass -f/--force to skip the question")
+	if !g.Output.Text() && g.Verbosity == 0 {
+		env.Out = nil
+	}
+	return env, nil
 }
