@@ -28,6 +28,8 @@ func addCompletions(root *cobra.Command, deps *Deps, g *Globals) {
 			_ = c.RegisterFlagCompletionFunc("skip-phases", fixed(workflow.Names(phases.Join)...))
 		case "kjoin reset":
 			_ = c.RegisterFlagCompletionFunc("skip-phases", fixed(workflow.Names(phases.ResetWorkflow)...))
+		case "kjoin leave":
+			_ = c.RegisterFlagCompletionFunc("skip-phases", fixed(workflow.Names(phases.LeaveWorkflow)...))
 		case "kjoin token create":
 			_ = c.RegisterFlagCompletionFunc("format", fixed("kjoin", "kubeadm"))
 		case "kjoin token list":
