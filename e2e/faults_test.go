@@ -309,6 +309,17 @@ func assertJoined(t *testing.T, c *framework.Cluster, host string, controlPlanes
 // same command converges afterwards.
 func TestJoinFaults(t *testing.T) {
 	c := framework.Get(t)
+	// The subtests stop the controller-manager, whose bootstrap signer signs cluster-info for
+	// the token: on a lab this fresh the signature may not be there yet, and discovery would
+	// wait for it. Wait for it first.
+	id, _, _ := strings.Cut(lab.Token, ".")
+	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		cm, err := c.Client.CoreV1().ConfigMaps("kube-public").Get(ctx, "cluster-info", metav1.GetOptions{})
+		return err == nil && cm.Data["jws-kubeconfig-"+id] != "", nil
+	})
+	if err != nil {
+		t.Fatalf("cluster-info was never signed for token %s: %v", id, err)
+	}
 
 	t.Run("worker killed while its CSR is pending", func(t *testing.T) {
 		c.Host(t, "w8")
