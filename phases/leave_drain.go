@@ -57,12 +57,12 @@ func runLeaveDrain(ctx context.Context, e *host.Env, s *ResetState) error {
 	}
 	list, errs := h.GetPodsForDeletion(name)
 	if len(errs) > 0 {
-		if err := errors.Join(errs...); isAPIRefusal(errs) {
+		err := errors.Join(errs...)
+		if isAPIRefusal(errs) {
 			return leaveAPIError(err, "list the pods of Node "+name, rep.Credentials)
-		} else {
-			return operr.Wrap(operr.Preflight, err, "Node "+name+" has pods a drain would lose",
-				"pass the option the message names (--ignore-daemonsets, --delete-emptydir-data, --force) as with kubectl drain, or --skip-phases drain")
 		}
+		return operr.Wrap(operr.Preflight, err, "Node "+name+" has pods a drain would lose",
+			"pass the option the message names (--ignore-daemonsets, --delete-emptydir-data, --drain-force) as with kubectl drain, or --skip-phases drain")
 	}
 	for _, w := range strings.Split(list.Warnings(), "\n") {
 		if w != "" {

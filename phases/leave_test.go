@@ -334,3 +334,29 @@ func TestLeaveControlPlaneStopsItsAPIServerBeforeItsMember(t *testing.T) {
 		}
 	}
 }
+
+// A control plane's dry run plans each static pod manifest's removal once, though three
+// phases reach the manifests (stop-control-plane, remove-static-pods, remove-files).
+func TestLeaveControlPlaneDryRunPlansEachRemovalOnce(t *testing.T) {
+	t.Parallel()
+	c := newCPHost(t)
+	asAPIServer(c.testHost)
+	if _, err := Run(context.Background(), c.env, &State{Opts: c.options(t)}, Join, RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Leave(context.Background(), c.env, ResetOptions{DryRun: true}, leaveOpts(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{"etcd.yaml", "kube-apiserver.yaml", "kube-controller-manager.yaml", "kube-scheduler.yaml"} {
+		n := 0
+		for _, a := range rep.PlannedActions {
+			if strings.HasPrefix(a, "remove /etc/kubernetes/manifests/"+m) {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%s planned %d times:\n%s", m, n, strings.Join(rep.PlannedActions, "\n"))
+		}
+	}
+}

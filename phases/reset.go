@@ -71,7 +71,23 @@ type ResetState struct {
 	holdsJoin bool
 	// leave is kjoin leave's part (nil for kjoin reset).
 	leave *leaveState
+	// plannedRemovals are the host paths a dry run has already planned to remove (several
+	// phases reach the same static pod manifests).
+	plannedRemovals map[string]bool
 	Record
+}
+
+// planRemoval records that a dry run would remove hostPath and reports whether no earlier
+// phase had planned it already.
+func (s *ResetState) planRemoval(hostPath string) bool {
+	if s.plannedRemovals[hostPath] {
+		return false
+	}
+	if s.plannedRemovals == nil {
+		s.plannedRemovals = map[string]bool{}
+	}
+	s.plannedRemovals[hostPath] = true
+	return true
 }
 
 // Plan records a step a dry run would take (and says it).

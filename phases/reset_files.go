@@ -104,7 +104,9 @@ func runResetFiles(_ context.Context, e *host.Env, s *ResetState) error {
 			continue
 		}
 		if s.Opts.DryRun {
-			s.Plan(e, "remove-files", "remove %s", clean)
+			if s.planRemoval(clean) {
+				s.Plan(e, "remove-files", "remove %s", clean)
+			}
 			continue
 		}
 		if err := os.RemoveAll(p); err != nil { // a symlink itself is removed, never its target

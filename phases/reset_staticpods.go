@@ -54,7 +54,9 @@ func removeStaticPods(ctx context.Context, e *host.Env, s *ResetState, phase, ke
 			continue
 		}
 		if s.Opts.DryRun {
-			s.Plan(e, phase, "remove %s (the kubelet stops its pod)", hostPath)
+			if s.planRemoval(hostPath) {
+				s.Plan(e, phase, "remove %s (the kubelet stops its pod)", hostPath)
+			}
 			continue
 		}
 		if err := os.Remove(e.Paths.Of(hostPath)); err == nil {
