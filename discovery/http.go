@@ -28,11 +28,13 @@ type fetched struct {
 	kubeconfig  []byte
 	clockOffset time.Duration
 	trust       *trusted
+	endpoint    string
 }
 
-// fetchSigned reads cluster-info until it carries a valid signature for the token. Every
-// answer is vetted first; only a vetted server is waited on.
-func (r *Request) fetchSigned(ctx context.Context, tlsCfg *tls.Config) (*fetched, error) {
+// fetchSigned reads cluster-info from r.Endpoint until it carries a valid signature for the
+// token. Every answer is vetted first; only a vetted server is waited on. With failOver, a
+// transient failure (down, refused, timed out) is returned at once for the next endpoint.
+func (r *Request) fetchSigned(ctx context.Context, tlsCfg *tls.Config, failOver bool) (*fetched, error) {
 	client := &http.Client{
 		// Each call is bounded by its own context (r.get), which also tells a body cut short
 		// by that deadline from a malformed one.
@@ -53,7 +55,7 @@ func (r *Request) fetchSigned(ctx context.Context, tlsCfg *tls.Config) (*fetched
 	for {
 		ans, err := r.get(ctx, client, url)
 		switch {
-		case err != nil && !isTransient(err):
+		case err != nil && (failOver || !isTransient(err)):
 			return nil, err
 		case err != nil:
 			lastErr = err

@@ -10,11 +10,14 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 
 	"kjoin.dev/kjoin/operr"
@@ -26,6 +29,10 @@ import (
 type Request struct {
 	// Endpoint is host:port of an API server of the cluster.
 	Endpoint string
+	// MoreEndpoints are further API servers of the same cluster, tried in order when one
+	// before them is down, refuses the connection or times out. Each must prove the same
+	// pinned identity: a failure of trust at any of them ends the discovery.
+	MoreEndpoints []string
 	Token    token.Token
 	// Pins are the accepted CA pins; empty only with UnsafeSkipCAVerification.
 	Pins                     Pins
@@ -57,6 +64,18 @@ type Result struct {
 	ClusterInfo []byte
 	// ClockOffset is server time minus local time, from the HTTP Date header.
 	ClockOffset time.Duration
+	// Endpoint is the given endpoint that served the verified read.
+	Endpoint string
+	// Tried lists each given endpoint that was read, in order, with its last failure (empty
+	// for the one that served).
+	Tried []Attempt
+}
+
+// Attempt is one endpoint's part in a discovery.
+type Attempt struct {
+	Endpoint string
+	// Error is the last failure reading from it; empty when it served.
+	Error string
 }
 
 func (r *Request) defaults() {
@@ -85,8 +104,11 @@ func (r *Request) defaults() {
 // failure; only a server proven to be the cluster's is waited on for its signature.
 func Token(ctx context.Context, req Request) (*Result, error) {
 	req.defaults()
-	if err := CheckEndpoint(req.Endpoint); err != nil {
-		return nil, operr.Wrap(operr.Usage, err, fmt.Sprintf("API server endpoint %q is unusable", req.Endpoint), "give the endpoint as host:port, e.g. 10.0.0.1:6443")
+	eps := req.endpoints()
+	for _, ep := range eps {
+		if err := CheckEndpoint(ep); err != nil {
+			return nil, operr.Wrap(operr.Usage, err, fmt.Sprintf("API server endpoint %q is unusable", ep), "give the endpoint as host:port, e.g. 10.0.0.1:6443")
+		}
 	}
 	if len(req.Pins) == 0 && !req.UnsafeSkipCAVerification {
 		return nil, operr.New(operr.Usage, "token discovery without --discovery-token-ca-cert-hash would trust any server",
@@ -95,21 +117,28 @@ func Token(ctx context.Context, req Request) (*Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, req.Timeout)
 	defer cancel()
 
-	insecure := &tls.Config{InsecureSkipVerify: true} //nolint:gosec // the peer is verified against the pinned CA in vet
-	first, err := req.fetchSigned(ctx, insecure)
+	tried := &attempts{}
+	insecure := func(*Request) *tls.Config {
+		return &tls.Config{InsecureSkipVerify: true} //nolint:gosec // the peer is verified against the pinned CA in vet
+	}
+	first, err := req.fetchAny(ctx, eps, insecure, tried)
 	if err != nil {
 		return nil, err
 	}
 	res := &Result{ClusterInfo: first.kubeconfig, ClockOffset: first.clockOffset, Server: first.trust.server,
-		CAData: pki.EncodeCerts(first.trust.cas), CAPin: Pin(first.trust.cas[0])}
+		CAData: pki.EncodeCerts(first.trust.cas), CAPin: Pin(first.trust.cas[0]), Endpoint: first.endpoint}
 	if len(req.Pins) == 0 {
 		req.Logf("CA verification skipped (unsafe): trusting CA %s from the signed cluster-info alone", res.CAPin)
+		res.Tried = tried.list
 		return res, nil
 	}
 	req.Logf("CA %s matches a given pin; re-reading cluster-info over TLS verified by it", res.CAPin)
 	// Verified by verifyConnection: the pinned CA's chain first, then dates and host name.
-	secure := &tls.Config{InsecureSkipVerify: true, VerifyConnection: req.verifyConnection(first.trust.cas), ServerName: req.host()} //nolint:gosec // verified in VerifyConnection
-	second, err := req.fetchSigned(ctx, secure)
+	secure := func(r *Request) *tls.Config {
+		return &tls.Config{InsecureSkipVerify: true, VerifyConnection: r.verifyConnection(first.trust.cas), ServerName: r.host()} //nolint:gosec // verified in VerifyConnection
+	}
+	// The endpoint that served first is read again first.
+	second, err := req.fetchAny(ctx, append([]string{first.endpoint}, slices.DeleteFunc(slices.Clone(eps), func(e string) bool { return e == first.endpoint })...), secure, tried)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +146,70 @@ func Token(ctx context.Context, req Request) (*Result, error) {
 		return nil, operr.New(operr.Trust, "cluster-info read over verified TLS differs from the first read",
 			"someone may be intercepting the connection; retry, and check the network path to the API server")
 	}
+	res.Endpoint, res.Tried = second.endpoint, tried.list
 	return res, nil
+}
+
+// endpoints lists the given endpoints in order, each once.
+func (r *Request) endpoints() []string {
+	var out []string
+	for _, ep := range append([]string{r.Endpoint}, r.MoreEndpoints...) {
+		if !slices.Contains(out, ep) {
+			out = append(out, ep)
+		}
+	}
+	return out
+}
+
+// attempts keeps each endpoint's last outcome, in the order first tried.
+type attempts struct{ list []Attempt }
+
+func (a *attempts) record(ep string, err error) {
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	for i := range a.list {
+		if a.list[i].Endpoint == ep {
+			a.list[i].Error = msg
+			return
+		}
+	}
+	a.list = append(a.list, Attempt{Endpoint: ep, Error: msg})
+}
+
+// fetchAny reads signed cluster-info from the first endpoint that answers as the cluster's API
+// server. With one endpoint it is fetchSigned. With several, one that is down, refuses the
+// connection or times out is left for the next, and a round in which none answered is
+// followed by a pause; any other failure (an impostor's certificate, a bad token) ends the
+// discovery at once: a list never weakens the pin.
+func (r *Request) fetchAny(ctx context.Context, eps []string, tlsFor func(*Request) *tls.Config, tried *attempts) (*fetched, error) {
+	bo := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Cap: 2 * time.Second, Steps: math.MaxInt32}
+	var lastErr error
+	for {
+		for _, ep := range eps {
+			at := *r
+			at.Endpoint = ep
+			f, err := at.fetchSigned(ctx, tlsFor(&at), len(eps) > 1)
+			r.offset = at.offset
+			tried.record(ep, err)
+			if err == nil {
+				f.endpoint = ep
+				return f, nil
+			}
+			if !isTransient(err) {
+				return nil, err
+			}
+			lastErr = fmt.Errorf("%s: %w", ep, err)
+			r.Logf("cluster-info not readable from %s (%v); trying the next endpoint", ep, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, operr.Wrap(operr.Timeout, lastErr, fmt.Sprintf("discovery timed out: none of the %d API server endpoints (%s) answered", len(eps), strings.Join(eps, ", ")),
+				"check that at least one API server is up and reachable from this node, or raise timeouts.discovery")
+		case <-r.Clock.After(bo.Step()):
+		}
+	}
 }
 
 // CheckEndpoint validates an API server endpoint: host:port with a non-empty host and a port

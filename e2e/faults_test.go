@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -24,6 +25,7 @@ import (
 
 	"kjoin.dev/kjoin/e2e/framework"
 	"kjoin.dev/kjoin/e2e/lab"
+	"kjoin.dev/kjoin/output"
 )
 
 // pausedJoin is a kjoin join stopped at a fault point inside a phase (the kjoin_fault
@@ -304,6 +306,30 @@ func assertJoined(t *testing.T, c *framework.Cluster, host string, controlPlanes
 	assertVerified(t, c, len(controlPlanes), host)
 }
 
+// holdAPIServerDown stops cp1's API server (the controlPlaneEndpoint's) until restore: its
+// manifest is moved away, so the kubelet does not start it again. It returns the stopped
+// process IDs.
+func holdAPIServerDown(t *testing.T, c *framework.Cluster) ([]int, func()) {
+	t.Helper()
+	old := c.Pids("cp1", "kube-apiserver")
+	manifest := c.HostPath("cp1", "/etc/kubernetes/manifests/kube-apiserver.yaml")
+	away := c.HostPath("cp1", "/etc/kubernetes/kube-apiserver.yaml.away")
+	if err := os.Rename(manifest, away); err != nil {
+		t.Fatal(err)
+	}
+	restored := false
+	restore := func() {
+		if !restored {
+			restored = true
+			if err := os.Rename(away, manifest); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	waitDown(t, c.Hosts["cp1"].IP)
+	return old, restore
+}
+
 // TestJoinFaults injects faults while a join is inside a step (paused there by the fault
 // build's hook, so the fault lands where the test says) and checks the outcome and that the
 // same command converges afterwards.
@@ -447,24 +473,9 @@ func TestJoinFaults(t *testing.T) {
 		h := c.Host(t, "cp2")
 		p := startPaused(t, c, "cp2", "etcd-join/promoting", key)
 		// cp1's API server (the endpoint, which admin.conf names) stays down until the test
-		// brings it back: its manifest is moved away, so the kubelet does not restart it.
-		old := c.Pids("cp1", "kube-apiserver")
-		manifest := c.HostPath("cp1", "/etc/kubernetes/manifests/kube-apiserver.yaml")
-		away := c.HostPath("cp1", "/etc/kubernetes/kube-apiserver.yaml.away")
-		if err := os.Rename(manifest, away); err != nil {
-			t.Fatal(err)
-		}
-		restored := false
-		restore := func() {
-			if !restored {
-				restored = true
-				if err := os.Rename(away, manifest); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
+		// brings it back.
+		old, restore := holdAPIServerDown(t, c)
 		defer restore()
-		waitDown(t, c.Hosts["cp1"].IP)
 		p.release(t)
 		// The join goes on through etcd and starts cp2's own API server; it cannot finish
 		// (marking the node needs the endpoint) while cp1's is down.
@@ -485,6 +496,49 @@ func TestJoinFaults(t *testing.T) {
 		assertAPIServerBack(t, c, old)
 		assertOutcome(t, r)
 		assertJoined(t, c, "cp2", "cp1", "cp2")
+	})
+
+	t.Run("several endpoints: a worker joins through cp2 while cp1's API server is down", func(t *testing.T) {
+		if _, ok := memberOn(t, c, "cp2"); !ok {
+			twoControlPlanes(t, c, key)
+		}
+		c.Host(t, "w7")
+		cp1, cp2 := c.Hosts["cp1"].IP, c.Hosts["cp2"].IP
+		ep1, ep2 := net.JoinHostPort(cp1, strconv.Itoa(lab.APIPort)), net.JoinHostPort(cp2, strconv.Itoa(lab.APIPort))
+		old, restore := holdAPIServerDown(t, c)
+		defer restore()
+		writeToken(t, c, "w7", lab.Token)
+		// The kubelet is to use the cluster's controlPlaneEndpoint, which is cp1 here: the join
+		// waits for the kubelet's health, not the Node, which registers once cp1 is back.
+		r := c.Run(t, "w7", "kjoin", "join", ep1, ep2, "--token-file", "/run/lab/token", "--discovery-token-ca-cert-hash", c.CAHash,
+			"--wait=kubelet", "-o", "json", "-v", "1")
+		if livez(cp1) {
+			t.Fatal("cp1's API server answered during the join: the fault did not hold")
+		}
+		if r.Err != nil {
+			c.DumpLogs(t, "w7", "cp2")
+			t.Fatalf("join through %s and %s with %s down: %v\n%s", ep1, ep2, ep1, r.Error(), tail(r.Stderr, 30))
+		}
+		var res output.JoinResult
+		if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
+			t.Fatalf("join answer: %v\n%s", err, r.Stdout)
+		}
+		if res.Endpoint != ep2 || len(res.EndpointsTried) != 2 || res.EndpointsTried[0].Endpoint != ep1 || res.EndpointsTried[0].Error == "" ||
+			res.EndpointsTried[1].Endpoint != ep2 || res.EndpointsTried[1].Error != "" {
+			t.Errorf("served by %q, tried %+v: want %s failed, then %s served", res.Endpoint, res.EndpointsTried, ep1, ep2)
+		}
+		if want := "https://" + lab.Endpoint(); res.KubeletServer != want {
+			t.Errorf("kubelet.conf names %q, want the cluster's controlPlaneEndpoint %q", res.KubeletServer, want)
+		}
+		// The very CSR this join made was issued, read through cp2 (cp1's is down).
+		csr, err := clientVia(t, c, cp2).CertificatesV1().CertificateSigningRequests().Get(context.Background(), res.CSR, metav1.GetOptions{})
+		if err != nil || len(csr.Status.Certificate) == 0 || !strings.HasPrefix(csr.Spec.Username, "system:bootstrap:") {
+			t.Fatalf("CSR %q: %v; want it issued to the bootstrap token", res.CSR, err)
+		}
+		t.Logf("joined through %s while %s was down (%s: %s); CSR %s by %s", ep2, ep1, ep1, res.EndpointsTried[0].Error, csr.Name, csr.Spec.Username)
+		restore()
+		assertAPIServerBack(t, c, old)
+		assertJoined(t, c, "w7")
 	})
 
 	t.Run("etcd leader moved during a control-plane join", func(t *testing.T) {

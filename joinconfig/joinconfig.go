@@ -30,7 +30,10 @@ import (
 
 // Flags are kjoin join's command-line values, as given.
 type Flags struct {
-	Endpoint                 string
+	Endpoint string
+	// MoreEndpoints are the further api-server-endpoint arguments: other API servers of the
+	// same cluster, tried when one before them is down.
+	MoreEndpoints            []string
 	Token                    string
 	TokenFile                string
 	DiscoveryToken           string
@@ -106,6 +109,7 @@ type value[T any] struct {
 // input is the raw request, gathered from flags or a config file, not yet checked.
 type input struct {
 	endpoint, discoveryToken, tlsToken, discoveryFile value[string]
+	moreEndpoints                                     value[[]string]
 	pins                                              value[[]string]
 	unsafe                                            bool
 	nodeName, criSocket, certKey, advertise, patches  value[string]
@@ -148,7 +152,7 @@ func Resolve(f Flags, src Sources, phaseNames []string) (*Result, error) {
 // fromFlags gathers the request from the command line (and the secret sources).
 func (v *validator) fromFlags(f Flags, src Sources, po *phases.Options) *input {
 	in := &input{
-		endpoint: value[string]{f.Endpoint, "api-server-endpoint argument"}, discoveryToken: value[string]{f.DiscoveryToken, "--discovery-token"},
+		endpoint: value[string]{f.Endpoint, "api-server-endpoint argument"}, moreEndpoints: value[[]string]{f.MoreEndpoints, "api-server-endpoint argument"}, discoveryToken: value[string]{f.DiscoveryToken, "--discovery-token"},
 		tlsToken: value[string]{f.TLSBootstrapToken, "--tls-bootstrap-token"}, discoveryFile: value[string]{f.DiscoveryFile, "--discovery-file"},
 		pins: value[[]string]{f.CACertHashes, "--discovery-token-ca-cert-hash"}, unsafe: f.UnsafeSkipCAVerification,
 		nodeName: value[string]{f.NodeName, "--node-name"}, criSocket: value[string]{f.CRISocket, "--cri-socket"},
@@ -268,6 +272,10 @@ func (v *validator) fromConfig(f Flags, in *input, po *phases.Options) *input {
 	}
 	if len(mixed) > 0 {
 		v.bad("--config", f.ConfigPath, fmt.Sprintf("not mixed with %s (kubeadm's rule: can not mix '--config' with arguments)", strings.Join(mixed, ", ")))
+	}
+	if len(f.MoreEndpoints) > 0 {
+		v.bad("api-server-endpoint argument", strings.Join(append([]string{f.Endpoint}, f.MoreEndpoints...), " "),
+			"no endpoint arguments with --config (its discovery.bootstrapToken.apiServerEndpoint is the endpoint); give several endpoints on the command line without --config")
 	}
 	data, err := os.ReadFile(f.ConfigPath)
 	if err != nil {
@@ -404,7 +412,14 @@ func (v *validator) validate(f Flags, in *input, phaseNames []string, res *Resul
 			in.tlsToken = in.secret
 		}
 	}
+	for _, ep := range in.moreEndpoints.V {
+		if err := discovery.CheckEndpoint(ep); err != nil {
+			v.bad(in.moreEndpoints.From, ep, "host:port with a port in 1-65535, e.g. 10.0.0.2:6443 ("+err.Error()+")")
+		}
+	}
 	switch {
+	case in.discoveryFile.V != "" && len(in.moreEndpoints.V) > 0:
+		v.bad(in.discoveryFile.From, in.discoveryFile.V, "either --discovery-file or API server endpoints, not both")
 	case in.discoveryFile.V != "" && in.endpoint.V != "":
 		v.bad(in.discoveryFile.From, in.discoveryFile.V, "either --discovery-file or an API server endpoint, not both")
 	case in.discoveryFile.V != "":
@@ -520,6 +535,7 @@ func (v *validator) validate(f Flags, in *input, phaseNames []string, res *Resul
 	in.skip.V = skip
 	po.IgnorePreflight = ignore
 	po.Endpoint, po.UnsafeSkipCAVerification, po.DiscoveryFile = in.endpoint.V, in.unsafe, in.discoveryFile.V
+	po.MoreEndpoints = slices.Clone(in.moreEndpoints.V)
 	po.NodeName, po.CRISocket, po.PatchesDir, po.DryRun = in.nodeName.V, in.criSocket.V, in.patches.V, in.dryRun
 	for _, a := range in.kubeletExtraArgs {
 		// kubeadm's kubelet unit expands these unquoted: whitespace would smuggle in flags.

@@ -109,12 +109,18 @@ type Runtime struct {
 
 // JoinResult is kjoin join's answer.
 type JoinResult struct {
-	TypeMeta     `json:",inline"`
-	Changed      bool     `json:"changed"`
-	Node         string   `json:"node,omitempty"`
-	Role         string   `json:"role"`
-	Endpoint     string   `json:"endpoint,omitempty"`
-	CACertHashes []string `json:"caCertHashes"`
+	TypeMeta `json:",inline"`
+	Changed  bool   `json:"changed"`
+	Node     string `json:"node,omitempty"`
+	Role     string `json:"role"`
+	// Endpoint is the endpoint that served the join (the first given, unless it was down).
+	Endpoint string `json:"endpoint,omitempty"`
+	// EndpointsTried are the given endpoints read when several were given, each with its last
+	// failure (none for the one that served).
+	EndpointsTried []EndpointAttempt `json:"endpointsTried,omitempty"`
+	// KubeletServer is the API server kubelet.conf names.
+	KubeletServer string   `json:"kubeletServer,omitempty"`
+	CACertHashes  []string `json:"caCertHashes"`
 	// CAVerification is how the cluster CA came to be trusted: "pinned" (a
 	// --discovery-token-ca-cert-hash matched), "discovery-file" (given in the file) or
 	// "not verified" (--discovery-token-unsafe-skip-ca-verification); absent before discovery.
@@ -138,6 +144,12 @@ type JoinResult struct {
 	Phases         []Phase  `json:"phases"`
 	Warnings       []string `json:"warnings"`
 	Error          *Error   `json:"error,omitempty"`
+}
+
+// EndpointAttempt is one given API server endpoint's part in a join's discovery.
+type EndpointAttempt struct {
+	Endpoint string `json:"endpoint"`
+	Error    string `json:"error,omitempty"`
 }
 
 // Repair is one thing a join removed or renewed (or, in a dry run, would).

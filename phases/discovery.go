@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -18,7 +20,7 @@ import (
 //
 //	Reads:  s.Opts (Endpoint, DiscoveryToken, Pins, UnsafeSkipCAVerification, DiscoveryFile, TLSBootstrapToken,
 //	        Timeouts, NodeName, ControlPlane, DryRun)
-//	Writes: s.Discovery, s.BootstrapClient, s.Journal (node, CA pin, endpoint, role), s.Warnings (clock skew)
+//	Writes: s.Discovery, s.BootstrapClient, s.api (several endpoints), s.Journal (node, CA pin, endpoint, role), s.Warnings (clock skew)
 var Discovery = Phase{ReadOnly: true, Name: "discovery", Short: "Fetch and verify cluster-info (CA pinning)", Run: runDiscovery}
 
 func runDiscovery(ctx context.Context, e *host.Env, s *State) error {
@@ -48,9 +50,14 @@ func runDiscovery(ctx context.Context, e *host.Env, s *State) error {
 		if len(s.Opts.Pins) == 0 {
 			trust = "its CA NOT verified (unpinned)"
 		}
-		waited := e.Waiting("discovery", fmt.Sprintf("cluster-info from %s, %s and signed for token %s", s.Opts.Endpoint, trust, s.Opts.DiscoveryToken.ID), s.Opts.Timeouts.Discovery)
+		from := s.Opts.Endpoint
+		if len(s.Opts.MoreEndpoints) > 0 {
+			from += " (or " + strings.Join(s.Opts.MoreEndpoints, ", ") + ")"
+		}
+		waited := e.Waiting("discovery", fmt.Sprintf("cluster-info from %s, %s and signed for token %s", from, trust, s.Opts.DiscoveryToken.ID), s.Opts.Timeouts.Discovery)
 		res, err := discovery.Token(ctx, discovery.Request{
 			Endpoint:                 s.Opts.Endpoint,
+			MoreEndpoints:            s.Opts.MoreEndpoints,
 			Token:                    *s.Opts.DiscoveryToken,
 			Pins:                     s.Opts.Pins,
 			UnsafeSkipCAVerification: s.Opts.UnsafeSkipCAVerification,
@@ -66,6 +73,17 @@ func runDiscovery(ctx context.Context, e *host.Env, s *State) error {
 			return err
 		}
 		s.Discovery = res
+		if len(s.Opts.MoreEndpoints) > 0 {
+			for _, a := range res.Tried {
+				if a.Error != "" {
+					e.Logf("discovery", "API server %s: %s", a.Endpoint, a.Error)
+				}
+			}
+			e.Logf("discovery", "cluster-info read from %s", res.Endpoint)
+			// The endpoint that just served first, then cluster-info's server, then the rest.
+			s.api = newAPIHosts(append([]string{res.Endpoint, hostOf(res.Server), s.Opts.Endpoint}, s.Opts.MoreEndpoints...),
+				func(f string, a ...any) { e.Logf("discovery", f, a...) })
+		}
 		if len(s.Opts.Pins) == 0 {
 			e.Logf("discovery", "cluster CA %s NOT verified (no pin); API server %s", res.CAPin, res.Server)
 			s.Warn(e, "discovery", "the cluster CA %s was NOT verified: --discovery-token-unsafe-skip-ca-verification trusts whoever answered with a cluster-info signed for this token, so anyone who knows the token could have posed as this cluster's control plane. Pin the CA: --discovery-token-ca-cert-hash %s (check it on a control plane: kjoin token create --print-join-command)", res.CAPin, res.CAPin)
@@ -87,6 +105,9 @@ func runDiscovery(ctx context.Context, e *host.Env, s *State) error {
 	cfg.TLSClientConfig.CAData = s.Discovery.CAData
 	cfg.Timeout = 10 * time.Second
 	cfg.UserAgent = "kjoin"
+	if s.api != nil {
+		s.api.wrap(cfg)
+	}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return &authRetry{next: rt, clock: e.Clock, window: unauthorizedWindow, logf: func(f string, a ...any) { e.Debugf("discovery", f, a...) }}
 	})
@@ -103,4 +124,13 @@ func runDiscovery(ctx context.Context, e *host.Env, s *State) error {
 		}
 	}
 	return nil
+}
+
+// hostOf is a server URL's host:port ("" when it has none).
+func hostOf(server string) string {
+	u, err := url.Parse(server)
+	if err != nil {
+		return ""
+	}
+	return u.Host
 }

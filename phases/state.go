@@ -52,6 +52,9 @@ type Taint struct {
 type Options struct {
 	// Endpoint is the API server host:port for token discovery.
 	Endpoint string
+	// MoreEndpoints are further API servers of the same cluster: discovery and the join's
+	// clients fail over to them when one is down (each must prove the pinned identity).
+	MoreEndpoints []string
 	// DiscoveryToken verifies cluster-info; TLSBootstrapToken authenticates the CSR.
 	DiscoveryToken           *token.Token
 	TLSBootstrapToken        *token.Token
@@ -104,6 +107,11 @@ type State struct {
 	// Discovery.
 	Discovery       *discovery.Result
 	BootstrapClient kubernetes.Interface
+	// KubeletServer is the API server kubelet.conf names (set when it is written).
+	KubeletServer string
+	// api is set when several endpoints were given: the addresses the join's clients fail
+	// over between.
+	api *apiHosts
 
 	// Versions: the API server's and the local kubelet's (version-check).
 	ClusterVersion string

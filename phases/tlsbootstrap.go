@@ -16,6 +16,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"kjoin.dev/kjoin/atomicfile"
+	cc "kjoin.dev/kjoin/clusterconfig"
 	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/pki"
@@ -26,23 +27,18 @@ import (
 // leaves the node) and writes the kubelet's layout: pki/kubelet-client-<ts>.pem, the
 // -current.pem symlink, kubelet.conf pointing at it, and the cluster CA.
 //
-//	Reads:  s.BootstrapClient, s.Discovery (Server, CAData), s.Opts (NodeName, Timeouts, DryRun)
+//	Reads:  s.BootstrapClient, s.Discovery (Server, CAData), s.api, s.Opts (NodeName, Timeouts, DryRun); kube-system/kubeadm-config (several endpoints)
 //	Writes: s.NodeKey, s.CSRName, s.ClientCertPath, s.StaleNode (a NotReady Node of this name); host files listed above
 var TLSBootstrap = Phase{Name: "tls-bootstrap", Short: "Request and install the kubelet client certificate", Needs: []string{"discovery"}, Run: runTLSBootstrap}
 
 func runTLSBootstrap(ctx context.Context, e *host.Env, s *State) error {
 	name := s.Opts.NodeName
-	server := s.Discovery.Server
-	if s.Opts.ControlPlane {
-		// As kubeadm: a control plane's kubelet talks to its own API server.
-		server = "https://" + host.JoinHostPort(s.Opts.AdvertiseAddress, s.Opts.BindPort)
-	}
 	var renewing *Repair
 	if s.Own {
 		if p, ok := validIdentity(e, s); ok {
 			s.ClientCertPath = p
 			e.Logf("tls-bootstrap", "the kubelet already holds a valid client certificate for system:node:%s (%s)", name, p)
-			return writeKubeletKubeconfig(e, s, server)
+			return writeKubeletKubeconfig(e, s, kubeletServer(ctx, e, s))
 		}
 		renewing = staleIdentity(e, s)
 	} else if err := refuseReadyNode(ctx, e, s, name); err != nil {
@@ -120,7 +116,7 @@ func runTLSBootstrap(ctx context.Context, e *host.Env, s *State) error {
 		return operr.Wrap(operr.Trust, err, fmt.Sprintf("the certificate issued for CSR %s is not this node's kubelet client certificate", csrName),
 			"it was not installed; check the cluster's signer (kubectl get csr "+csrName+" -o yaml) and run the join again")
 	}
-	if err := installKubeletIdentity(e, s, server, issued.CertPEM); err != nil {
+	if err := installKubeletIdentity(e, s, kubeletServer(ctx, e, s), issued.CertPEM); err != nil {
 		return err
 	}
 	if j := s.Journal; j != nil {
@@ -308,12 +304,39 @@ func installKubeletIdentity(e *host.Env, s *State, server string, certPEM []byte
 	return nil
 }
 
+// kubeletServer is the API server kubelet.conf names. A control plane's kubelet talks to its
+// own API server, as kubeadm's does; a worker's to cluster-info's server (the cluster's
+// controlPlaneEndpoint in a kubeadm cluster, as kubeadm joins). A worker joined through several
+// endpoints gets the cluster's controlPlaneEndpoint when kubeadm-config names one, else the
+// endpoint that served its join: cluster-info's server may be the very one that was down.
+func kubeletServer(ctx context.Context, e *host.Env, s *State) string {
+	switch {
+	case s.Opts.ControlPlane:
+		return "https://" + host.JoinHostPort(s.Opts.AdvertiseAddress, s.Opts.BindPort)
+	case s.api == nil:
+		return s.Discovery.Server
+	}
+	cfg, err := cc.Fetch(ctx, s.BootstrapClient, "the bootstrap token")
+	if err == nil && cfg.ControlPlaneEndpoint != "" {
+		e.Logf("tls-bootstrap", "the kubelet will use the cluster's controlPlaneEndpoint %s", cfg.ControlPlaneEndpoint)
+		return "https://" + cfg.ControlPlaneEndpoint
+	}
+	served := s.api.current()
+	if err != nil {
+		s.Warn(e, "tls-bootstrap", "the cluster's controlPlaneEndpoint is unknown (%v): the kubelet will use %s, the API server that served this join, and only it", err, served)
+	} else {
+		s.Warn(e, "tls-bootstrap", "the cluster has no controlPlaneEndpoint: the kubelet will use %s, the API server that served this join, and only it", served)
+	}
+	return "https://" + served
+}
+
 // writeKubeletKubeconfig writes kubelet.conf pointing at the rotating -current.pem, and the CA.
 func writeKubeletKubeconfig(e *host.Env, s *State, server string) error {
 	if err := s.WriteFile(e, host.CACertPath, s.Discovery.CAData, 0o644); err != nil {
 		return err
 	}
 	kc := clientcmdapi.NewConfig()
+	s.KubeletServer = server
 	kc.Clusters["default-cluster"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: s.Discovery.CAData}
 	kc.AuthInfos["default-auth"] = &clientcmdapi.AuthInfo{ClientCertificate: host.KubeletClientCurrent, ClientKey: host.KubeletClientCurrent}
 	kc.Contexts["default-context"] = &clientcmdapi.Context{Cluster: "default-cluster", AuthInfo: "default-auth", Namespace: "default"}

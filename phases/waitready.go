@@ -45,12 +45,16 @@ func nodeClient(e *host.Env, s *State) (kubernetes.Interface, error) {
 	if s.NodeClient != nil {
 		return s.NodeClient, nil
 	}
-	c, err := e.NewClient(&rest.Config{
+	cfg := &rest.Config{
 		Host:            s.Discovery.Server,
 		TLSClientConfig: rest.TLSClientConfig{CAData: s.Discovery.CAData, CertFile: e.Paths.Of(host.KubeletClientCurrent), KeyFile: e.Paths.Of(host.KubeletClientCurrent)},
 		Timeout:         10 * time.Second,
 		UserAgent:       "kjoin",
-	})
+	}
+	if s.api != nil {
+		s.api.wrap(cfg)
+	}
+	c, err := e.NewClient(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("node client: %w", err)
 	}

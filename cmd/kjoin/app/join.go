@@ -32,6 +32,12 @@ node's key here, sends a CertificateSigningRequest and installs the signed certi
 the kubelet. --discovery-token-unsafe-skip-ca-verification drops the pin check, so anyone who
 knows the token could impersonate the control plane: avoid it.
 
+Several API server endpoints of the same cluster may be given (kjoin join cp1:6443 cp2:6443):
+discovery and the join's requests use the first that answers and move on when one is down,
+refuses the connection or times out. Each must prove the pinned CA: a failure of trust at any
+of them ends the join. A worker's kubelet then uses the cluster's controlPlaneEndpoint, or
+without one the endpoint that served the join.
+
 Keep secrets off the command line: --token-file PATH, --token-file - (stdin) or KJOIN_TOKEN;
 --certificate-key-file PATH, --certificate-key-file - (stdin) or KJOIN_CERTIFICATE_KEY. With
 both read from stdin, the token is its first line and the certificate key its second.`
@@ -49,13 +55,13 @@ type JoinOptions struct {
 func NewCmdJoin(deps *Deps, g *Globals, runF func(*JoinOptions) error) *cobra.Command {
 	o := &JoinOptions{g: g}
 	cmd := &cobra.Command{
-		Use:   "join [api-server-endpoint]",
+		Use:   "join [api-server-endpoint ...]",
 		Short: "Join this machine to a cluster as a worker or control-plane node",
 		Long:  joinLong,
-		Args:  cobra.MaximumNArgs(1),
+		Args:  cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				o.Endpoint = args[0]
+			if len(args) > 0 {
+				o.Endpoint, o.MoreEndpoints = args[0], args[1:]
 			}
 			o.Changed = func(n string) bool { return cmd.Flags().Changed(n) }
 			o.Output, o.OutputError, o.Verbosity = g.Output.Format, g.outputErr, g.Verbosity
@@ -70,9 +76,9 @@ func NewCmdJoin(deps *Deps, g *Globals, runF func(*JoinOptions) error) *cobra.Co
 	for _, p := range phases.Join {
 		p := p
 		sub := &cobra.Command{
-			Use:   p.Name + " [api-server-endpoint]",
+			Use:   p.Name + " [api-server-endpoint ...]",
 			Short: p.Short,
-			Args:  cobra.MaximumNArgs(1),
+			Args:  cobra.ArbitraryArgs,
 			RunE: func(cmd *cobra.Command, args []string) error {
 				o.OnlyPhase = p.Name
 				return cmd.Parent().Parent().RunE(cmd, args)
@@ -199,7 +205,7 @@ func joinResultOf(s *phases.State, results []workflow.Result, err error) *output
 	r := &output.JoinResult{
 		Changed: s.Changed(), Node: s.Opts.NodeName, Role: "worker", Endpoint: token.Redact(s.Opts.Endpoint),
 		ClusterVersion: s.ClusterVersion, KubeletVersion: s.KubeletVersion, Runtime: runtimeOf(s.Runtime),
-		ClientCertificate: s.ClientCertPath, CSR: s.CSRName, Ready: s.Ready, DryRun: s.Opts.DryRun,
+		ClientCertificate: s.ClientCertPath, CSR: s.CSRName, KubeletServer: s.KubeletServer, Ready: s.Ready, DryRun: s.Opts.DryRun,
 		PlannedActions: s.PlannedAPI, Phases: phasesOf(results), Warnings: s.Warnings,
 		Error: NewErrorJSON(err),
 	}
@@ -232,8 +238,16 @@ func joinResultOf(s *phases.State, results []workflow.Result, err error) *output
 		default:
 			r.CAVerification = "not verified"
 		}
+		if s.Discovery.Endpoint != "" {
+			r.Endpoint = s.Discovery.Endpoint
+		}
 		if r.Endpoint == "" {
 			r.Endpoint = s.Discovery.Server
+		}
+		if len(s.Opts.MoreEndpoints) > 0 {
+			for _, a := range s.Discovery.Tried {
+				r.EndpointsTried = append(r.EndpointsTried, output.EndpointAttempt{Endpoint: a.Endpoint, Error: a.Error})
+			}
 		}
 	}
 	return r

@@ -38,7 +38,9 @@ func TestArgumentErrorsAreUsageErrors(t *testing.T) {
 	}{
 		{[]string{"token", "delete"}, "usage: kjoin token delete"},
 		{[]string{"version", "extra"}, "usage: kjoin version"},
-		{[]string{"join", "cp.example:6443", "extra"}, "usage: kjoin join"},
+		{[]string{"token", "create", "tok", "extra"}, "usage: kjoin token create"},
+		// join takes several endpoints: a word that is not one is a bad value, named.
+		{[]string{"join", "cp.example:6443", "extra"}, `api-server-endpoint argument "extra": want host:port`},
 		{[]string{"join", "--wait", "kubelet", "cp.example:6443"}, "--wait=kubelet"},
 		{[]string{"verify", "--wait", "5s", "w1"}, "--wait=5s"},
 	} {
