@@ -33,7 +33,7 @@ type Request struct {
 	// before them is down, refuses the connection or times out. Each must prove the same
 	// pinned identity: a failure of trust at any of them ends the discovery.
 	MoreEndpoints []string
-	Token    token.Token
+	Token         token.Token
 	// Pins are the accepted CA pins; empty only with UnsafeSkipCAVerification.
 	Pins                     Pins
 	UnsafeSkipCAVerification bool
