@@ -201,6 +201,7 @@ func TestThrottledDiscoveryIsRetried(t *testing.T) {
 	}))
 	req := request(t, endpoint, Pin(ca))
 	req.Timeout = 20 * time.Second
+	req.Clock = &waitClock{} // the asked-for waits are TestRetryAfterIsHonoured's
 	if _, err := Token(context.Background(), req); err != nil {
 		t.Fatalf("throttled discovery failed: %v", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -53,13 +54,15 @@ func (r *Request) fetchSigned(ctx context.Context, tlsCfg *tls.Config, failOver 
 	var lastErr error
 	vetted := false // some answer of this server passed vet: its identity is known
 	for {
+		var pause time.Duration
 		ans, err := r.get(ctx, client, url)
 		switch {
 		case err != nil && (failOver || !isTransient(err)):
 			return nil, err
 		case err != nil:
 			lastErr = err
-			r.Logf("cluster-info not readable yet (%v); retrying", err)
+			pause = pauseAfter(bo.Step(), err)
+			r.Logf("cluster-info not readable yet (%v); retrying in %s", err, pause.Round(time.Millisecond))
 		default:
 			kc := ans.cm.Data[bootstrapapi.KubeConfigKey]
 			if kc == "" {
@@ -97,6 +100,7 @@ func (r *Request) fetchSigned(ctx context.Context, tlsCfg *tls.Config, failOver 
 			}
 			lastErr = fmt.Errorf("cluster-info is not signed for token id %q yet", r.Token.ID)
 			r.Logf("%v; waiting for the controller-manager to sign it", lastErr)
+			pause = bo.Step()
 		}
 		select {
 		case <-ctx.Done():
@@ -110,7 +114,7 @@ func (r *Request) fetchSigned(ctx context.Context, tlsCfg *tls.Config, failOver 
 				what += " (no answer from it was ever verified: its identity as the cluster's API server is unknown)"
 			}
 			return nil, operr.Wrap(operr.Timeout, lastErr, what, "check that the API server is up and reachable from this node, or raise timeouts.discovery")
-		case <-r.Clock.After(bo.Step()):
+		case <-r.Clock.After(pause):
 		}
 	}
 }
@@ -128,8 +132,42 @@ func signedTokenIDs(data map[string]string) []string {
 	return ids
 }
 
-// transientError marks a failure worth retrying.
-type transientError struct{ err error }
+// transientError marks a failure worth retrying; after is how long the server asked the
+// client to wait first (Retry-After), if it did.
+type transientError struct {
+	err   error
+	after time.Duration
+}
+
+// maxRetryAfter bounds a server's Retry-After: a longer one is the discovery timeout's to end.
+const maxRetryAfter = 5 * time.Minute
+
+// retryAfter reads a Retry-After header: delay-seconds or an HTTP date (RFC 9110 10.2.3).
+func retryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	var d time.Duration
+	if n, err := strconv.ParseUint(v, 10, 32); err == nil {
+		d = time.Duration(n) * time.Second
+	} else if at, err := http.ParseTime(v); err == nil {
+		d = at.Sub(now)
+	} else {
+		return 0, false
+	}
+	return max(0, min(d, maxRetryAfter)), true
+}
+
+// pauseAfter is the pause before the next read: the backoff's step, or longer when the
+// server asked for longer.
+func pauseAfter(step time.Duration, err error) time.Duration {
+	var t transientError
+	if errors.As(err, &t) && t.after > step {
+		return t.after
+	}
+	return step
+}
 
 func (t transientError) Error() string { return t.err.Error() }
 
@@ -172,7 +210,7 @@ func (r *Request) get(ctx context.Context, client *http.Client, url string) (*an
 		if ctx.Err() != nil {
 			return nil, r.classify(ctx, err)
 		}
-		return nil, transientError{err}
+		return nil, transientError{err: err}
 	}
 	switch {
 	case resp.StatusCode == http.StatusOK:
@@ -188,7 +226,12 @@ func (r *Request) get(ctx context.Context, client *http.Client, url string) (*an
 			"the API server refused an anonymous read of cluster-info (HTTP %d)", resp.StatusCode).
 			WithHint("the API server must allow anonymous reads of kube-public/cluster-info (kubeadm's Role kubeadm:bootstrap-signer-clusterinfo), or use --discovery-file")
 	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
-		return nil, transientError{fmt.Errorf("HTTP %d from %s", resp.StatusCode, url)}
+		te := transientError{err: fmt.Errorf("HTTP %d from %s", resp.StatusCode, url)}
+		if d, ok := retryAfter(resp.Header.Get("Retry-After"), r.Clock.Now()); ok {
+			te.after = d
+			te.err = fmt.Errorf("HTTP %d from %s (retry after %s)", resp.StatusCode, url, d)
+		}
+		return nil, te
 	default:
 		return nil, operr.Newf(operr.Trust, "unexpected HTTP %d reading cluster-info: %s", resp.StatusCode, Snippet(body))
 	}
@@ -197,7 +240,7 @@ func (r *Request) get(ctx context.Context, client *http.Client, url string) (*an
 		if cctx.Err() != nil && ctx.Err() == nil {
 			// The call's deadline cut the body short (Go may end such a body without an
 			// error): a slow answer, not a malformed one.
-			return nil, transientError{fmt.Errorf("cluster-info cut short by the %s call timeout", r.CallTimeout)}
+			return nil, transientError{err: fmt.Errorf("cluster-info cut short by the %s call timeout", r.CallTimeout)}
 		}
 		return nil, operr.Newf(operr.Trust, "cluster-info is not a ConfigMap (%s): %s", Quote(err.Error()), Snippet(body)).
 			WithHint("check that the endpoint is a Kubernetes API server")
@@ -232,7 +275,7 @@ func (r *Request) classify(ctx context.Context, err error) error {
 	}
 	// Connection refused/reset, unreachable, per-call timeouts, TLS handshakes cut short:
 	// an API server that is (re)starting looks like this, so retry within the timeout.
-	return transientError{err}
+	return transientError{err: err}
 }
 
 // identityError explains a certificate verification failure of a certificate whose chain to a

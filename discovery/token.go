@@ -187,6 +187,7 @@ func (r *Request) fetchAny(ctx context.Context, eps []string, tlsFor func(*Reque
 	bo := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Cap: 2 * time.Second, Steps: math.MaxInt32}
 	var lastErr error
 	for {
+		var asked time.Duration // the longest Retry-After of this round
 		for _, ep := range eps {
 			at := *r
 			at.Endpoint = ep
@@ -201,13 +202,14 @@ func (r *Request) fetchAny(ctx context.Context, eps []string, tlsFor func(*Reque
 				return nil, err
 			}
 			lastErr = fmt.Errorf("%s: %w", ep, err)
+			asked = max(asked, pauseAfter(0, err))
 			r.Logf("cluster-info not readable from %s (%v); trying the next endpoint", ep, err)
 		}
 		select {
 		case <-ctx.Done():
 			return nil, operr.Wrap(operr.Timeout, lastErr, fmt.Sprintf("discovery timed out: none of the %d API server endpoints (%s) answered", len(eps), strings.Join(eps, ", ")),
 				"check that at least one API server is up and reachable from this node, or raise timeouts.discovery")
-		case <-r.Clock.After(bo.Step()):
+		case <-r.Clock.After(max(bo.Step(), asked)):
 		}
 	}
 }

@@ -9,8 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	k8stesting "k8s.io/client-go/testing"
 
 	"kjoin.dev/kjoin/host"
 )
@@ -80,16 +78,13 @@ func TestWaitReadyHonoursItsTimeout(t *testing.T) {
 	o := h.options(t)
 	o.WaitReady, o.WaitReadyTimeout, o.ReadyGrace = true, 3*time.Minute, time.Second
 	start := h.env.Clock.Now()
-	h.client.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
-		n := notReadyNode("w1")
-		if h.env.Clock.Since(start) > time.Minute {
-			n.Status.Conditions[0].Status = corev1.ConditionTrue
-		}
-		return true, n, nil
-	})
 	s := &State{Opts: o, NodeClient: h.client, Started: start}
-	if err := WaitReady.Run(context.Background(), h.env, s); err != nil || !s.Ready {
-		t.Fatalf("a Node Ready after a minute with --wait-ready-timeout 3m: err %v ready %v", err, s.Ready)
+	err := WaitReady.Run(context.Background(), h.env, s)
+	if err == nil || !strings.Contains(err.Error(), "not Ready after 3m0s") {
+		t.Fatalf("a Node NotReady throughout with --wait-ready-timeout 3m: %v", err)
+	}
+	if waited := h.env.Clock.Since(start); waited < 3*time.Minute {
+		t.Errorf("gave up after %s of the clock, before --wait-ready-timeout", waited)
 	}
 }
 

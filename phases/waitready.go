@@ -82,16 +82,11 @@ func runWaitReady(ctx context.Context, e *host.Env, s *State) error {
 			e.Logf("wait-ready", "node %q is Ready %s after start", name, s.ReadyAfter.Round(time.Millisecond))
 		}
 	}
-	get := func(ctx context.Context) bool {
-		n, err := s.NodeClient.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			e.Debugf("wait-ready", "node %q: %v", name, err)
-			return false
-		}
-		observe(n)
-		return true
-	}
-	err := e.PollFor(ctx, "wait-ready", fmt.Sprintf("the kubelet to register Node %q", name), 100*time.Millisecond, s.Opts.Timeouts.KubeletHealth, func(ctx context.Context) (bool, error) { return get(ctx), nil })
+	// One list and one watch for the whole wait (re-established if the server ends it).
+	nw := newNodeWatch(e, s.NodeClient, name)
+	waited := e.Waiting("wait-ready", fmt.Sprintf("the kubelet to register Node %q", name), s.Opts.Timeouts.KubeletHealth)
+	err := nw.until(ctx, s.Opts.Timeouts.KubeletHealth, observe, func(n *corev1.Node) bool { return n != nil })
+	waited()
 	if err != nil {
 		return operr.Newf(operr.Timeout,
 			"the kubelet did not register Node %q within %s", name, s.Opts.Timeouts.KubeletHealth).
@@ -105,10 +100,9 @@ func runWaitReady(ctx context.Context, e *host.Env, s *State) error {
 	if s.Opts.WaitReady {
 		limit = s.Opts.WaitReadyTimeout
 	}
-	err = e.PollFor(ctx, "wait-ready", fmt.Sprintf("Node %q to be Ready", name), 100*time.Millisecond, limit, func(ctx context.Context) (bool, error) {
-		get(ctx)
-		return s.Ready, nil
-	})
+	waited = e.Waiting("wait-ready", fmt.Sprintf("Node %q to be Ready", name), limit)
+	err = nw.until(ctx, limit, observe, func(*corev1.Node) bool { return s.Ready })
+	waited()
 	if err == nil {
 		return nil
 	}
