@@ -499,7 +499,9 @@ func TestJoinFaults(t *testing.T) {
 	})
 
 	t.Run("several endpoints: a worker joins through cp2 while cp1's API server is down", func(t *testing.T) {
-		if _, ok := memberOn(t, c, "cp2"); !ok {
+		if c.Hosts["cp2"] == nil {
+			twoControlPlanes(t, c, key)
+		} else if _, ok := memberOn(t, c, "cp2"); !ok {
 			twoControlPlanes(t, c, key)
 		}
 		c.Host(t, "w7")
