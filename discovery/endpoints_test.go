@@ -11,28 +11,17 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"kjoin.dev/kjoin/discovery/discoverytest"
 	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/pki"
 )
-
-// closedEndpoint is a loopback host:port nothing listens on: a control plane that is down.
-func closedEndpoint(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ep := l.Addr().String()
-	l.Close()
-	return ep
-}
 
 func TestSeveralEndpointsFailOverPastADownOne(t *testing.T) {
 	ca, issue := newCA(t)
 	s := serve(t, issue(nil, []net.IP{net.ParseIP("127.0.0.1")}, time.Now().Add(-time.Minute)), func() *corev1.ConfigMap {
 		return clusterInfo(t, pki.EncodeCert(ca), "https://cp1.example:6443", tok)
 	})
-	down := closedEndpoint(t)
+	down := discoverytest.DownEndpoint(t)
 	req := request(t, down, Pin(ca))
 	req.MoreEndpoints = []string{endpointOf(s)}
 	res, err := Token(context.Background(), req)
@@ -135,7 +124,7 @@ func TestSeveralEndpointsImpostorAfterADownOneIsRefused(t *testing.T) {
 	impostor := serve(t, otherIssue(nil, []net.IP{net.ParseIP("127.0.0.1")}, time.Now().Add(-time.Minute)), func() *corev1.ConfigMap {
 		return clusterInfo(t, pki.EncodeCert(other), "https://x:6443", tok) // its own CA: not the pinned one
 	})
-	req := request(t, closedEndpoint(t), Pin(realCA))
+	req := request(t, discoverytest.DownEndpoint(t), Pin(realCA))
 	req.MoreEndpoints = []string{endpointOf(impostor)}
 	_, err := Token(context.Background(), req)
 	wantCode(t, err, operr.Trust, Pin(other))
@@ -146,7 +135,7 @@ func TestSeveralEndpointsImpostorAfterADownOneIsRefused(t *testing.T) {
 
 func TestSeveralEndpointsAllDownTimesOutNamingEach(t *testing.T) {
 	ca, _ := newCA(t)
-	a, b := closedEndpoint(t), closedEndpoint(t)
+	a, b := discoverytest.DownEndpoint(t), discoverytest.DownEndpoint(t)
 	req := request(t, a, Pin(ca))
 	req.MoreEndpoints = []string{b, a} // a repeated endpoint is tried once per round
 	req.Timeout = 700 * time.Millisecond
@@ -203,7 +192,7 @@ func TestSeveralEndpointsEachVerifiedForItsOwnName(t *testing.T) {
 		return clusterInfo(t, pki.EncodeCert(ca), "https://x:6443", tok)
 	})
 	_, port, _ := net.SplitHostPort(endpointOf(s))
-	req := request(t, closedEndpoint(t), Pin(ca))
+	req := request(t, discoverytest.DownEndpoint(t), Pin(ca))
 	req.MoreEndpoints = []string{net.JoinHostPort("localhost", port)} // the certificate names 127.0.0.1 only
 	_, err := Token(context.Background(), req)
 	wantCode(t, err, operr.Trust, `not valid for "localhost"`, "127.0.0.1")

@@ -3,7 +3,6 @@ package phases
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,19 +15,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"kjoin.dev/kjoin/discovery/discoverytest"
 	"kjoin.dev/kjoin/host"
 )
-
-func downAddress(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := l.Addr().String()
-	l.Close()
-	return a
-}
 
 type apiServer struct {
 	*httptest.Server
@@ -51,7 +40,7 @@ func newAPIServer(t *testing.T) *apiServer {
 func (s *apiServer) addr() string { return strings.TrimPrefix(s.URL, "http://") }
 
 func TestFailoverMovesPastADownServerAndStays(t *testing.T) {
-	down, up := downAddress(t), newAPIServer(t)
+	down, up := discoverytest.DownEndpoint(t), newAPIServer(t)
 	var logs []string
 	api := newAPIHosts([]string{down, up.addr(), down}, func(f string, a ...any) { logs = append(logs, f) })
 	if len(api.hosts) != 2 {
@@ -111,7 +100,7 @@ func TestFailoverNeverResendsAfterAConnection(t *testing.T) {
 }
 
 func TestFailoverAllDownReturnsTheLastError(t *testing.T) {
-	a, b := downAddress(t), downAddress(t)
+	a, b := discoverytest.DownEndpoint(t), discoverytest.DownEndpoint(t)
 	var tried []string
 	api := newAPIHosts([]string{a, b}, func(f string, args ...any) { tried = append(tried, args[0].(string)) })
 	c := &http.Client{Transport: &failover{next: http.DefaultTransport.(*http.Transport).Clone(), api: api}}
@@ -126,7 +115,7 @@ func TestFailoverAllDownReturnsTheLastError(t *testing.T) {
 
 // The clients the join builds fail over too: rest.Config carries the transport wrapper.
 func TestFailoverWrapsRestConfig(t *testing.T) {
-	down, up := downAddress(t), newAPIServer(t)
+	down, up := discoverytest.DownEndpoint(t), newAPIServer(t)
 	api := newAPIHosts([]string{down, up.addr()}, func(string, ...any) {})
 	cfg := &rest.Config{Host: "http://" + down}
 	api.wrap(cfg)
@@ -151,7 +140,7 @@ func TestJoinSeveralEndpointsKubeletUsesControlPlaneEndpoint(t *testing.T) {
 	h := newTestHost(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kubeadm-config", Namespace: "kube-system"},
 		Data: map[string]string{"ClusterConfiguration": "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\ncontrolPlaneEndpoint: lb.example:6443\n"}})
 	o := h.options(t)
-	down := downAddress(t)
+	down := discoverytest.DownEndpoint(t)
 	o.Endpoint, o.MoreEndpoints = down, []string{h.server.Endpoint()}
 	s := &State{Opts: o}
 	if _, err := Run(context.Background(), h.env, s, Join, RunOptions{}); err != nil {
@@ -172,7 +161,7 @@ func TestJoinSeveralEndpointsKubeletUsesControlPlaneEndpoint(t *testing.T) {
 func TestJoinSeveralEndpointsWithoutControlPlaneEndpoint(t *testing.T) {
 	h := newTestHost(t)
 	o := h.options(t)
-	o.Endpoint, o.MoreEndpoints = downAddress(t), []string{h.server.Endpoint()}
+	o.Endpoint, o.MoreEndpoints = discoverytest.DownEndpoint(t), []string{h.server.Endpoint()}
 	s := &State{Opts: o}
 	if _, err := Run(context.Background(), h.env, s, Join, RunOptions{}); err != nil {
 		t.Fatalf("%v\n%s", err, h.out)

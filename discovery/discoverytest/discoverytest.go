@@ -124,3 +124,16 @@ func (s *Server) SignCSR(csrPEM []byte) ([]byte, error) {
 	}
 	return pki.EncodeCert(c), nil
 }
+
+// DownEndpoint is a loopback host:port nothing listens on: an API server that is down (its
+// connections are refused).
+func DownEndpoint(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := l.Addr().String()
+	l.Close()
+	return ep
+}
