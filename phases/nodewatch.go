@@ -33,7 +33,9 @@ func newNodeWatch(e *host.Env, c kubernetes.Interface, name string) *nodeWatch {
 	return &nodeWatch{c: c, name: name, e: e}
 }
 
-func (n *nodeWatch) selector() string { return fields.OneTermEqualSelector("metadata.name", n.name).String() }
+func (n *nodeWatch) selector() string {
+	return fields.OneTermEqualSelector("metadata.name", n.name).String()
+}
 
 // list reads the Node's current state.
 func (n *nodeWatch) list(ctx context.Context) error {
