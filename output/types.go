@@ -185,6 +185,30 @@ type ResetResult struct {
 	Error          *Error   `json:"error,omitempty"`
 }
 
+// EndpointMoveResult is kjoin endpoint move's answer.
+type EndpointMoveResult struct {
+	TypeMeta `json:",inline"`
+	Changed  bool   `json:"changed"`
+	DryRun   bool   `json:"dryRun"`
+	Node     string `json:"node,omitempty"`
+	From     string `json:"from,omitempty"`
+	To       string `json:"to"`
+	// Identity is who the new endpoint authenticated this node as (system:node:NAME).
+	Identity string `json:"identity,omitempty"`
+	// Files are the kubeconfigs that named the old endpoint (rewritten, or in a dry run to
+	// rewrite); Restarted what was restarted to read them.
+	Files     []string `json:"files"`
+	Restarted []string `json:"restarted"`
+	// LeaseRenewed is the kubelet's first Lease renewal seen through the new endpoint.
+	LeaseRenewed *time.Time `json:"leaseRenewed,omitempty"`
+	// ClusterObjects are the cluster's records moved with --update-cluster.
+	ClusterObjects []string `json:"clusterObjects"`
+	RolledBack     bool     `json:"rolledBack"`
+	PlannedActions []string `json:"plannedActions"`
+	Warnings       []string `json:"warnings"`
+	Error          *Error   `json:"error,omitempty"`
+}
+
 // LeaveResult is kjoin leave's answer: the reset's fields and what leave did in the cluster.
 type LeaveResult struct {
 	ResetResult `json:",inline"`
@@ -329,34 +353,36 @@ type Version struct {
 	Platform  string `json:"platform"`
 }
 
-func (*ErrorResult) kind() string       { return "Error" }
-func (*JoinResult) kind() string        { return "JoinResult" }
-func (*ResetResult) kind() string       { return "ResetResult" }
-func (*VerifyReport) kind() string      { return "VerifyReport" }
-func (*DiagnoseReport) kind() string    { return "DiagnoseReport" }
-func (*NodeList) kind() string          { return "NodeList" }
-func (*TokenList) kind() string         { return "TokenList" }
-func (*TokenResult) kind() string       { return "Token" }
-func (*TokenDeleteResult) kind() string { return "TokenDeleteResult" }
-func (*JoinCommand) kind() string       { return "JoinCommand" }
-func (*CertificateKey) kind() string    { return "CertificateKey" }
-func (*Version) kind() string           { return "Version" }
-func (*LeaveResult) kind() string       { return "LeaveResult" }
+func (*ErrorResult) kind() string        { return "Error" }
+func (*JoinResult) kind() string         { return "JoinResult" }
+func (*ResetResult) kind() string        { return "ResetResult" }
+func (*VerifyReport) kind() string       { return "VerifyReport" }
+func (*DiagnoseReport) kind() string     { return "DiagnoseReport" }
+func (*NodeList) kind() string           { return "NodeList" }
+func (*TokenList) kind() string          { return "TokenList" }
+func (*TokenResult) kind() string        { return "Token" }
+func (*TokenDeleteResult) kind() string  { return "TokenDeleteResult" }
+func (*JoinCommand) kind() string        { return "JoinCommand" }
+func (*CertificateKey) kind() string     { return "CertificateKey" }
+func (*Version) kind() string            { return "Version" }
+func (*LeaveResult) kind() string        { return "LeaveResult" }
+func (*EndpointMoveResult) kind() string { return "EndpointMoveResult" }
 
 // DeepCopyObject makes these runtime.Objects (cli-runtime's printers copy what they print).
-func (o *ErrorResult) DeepCopyObject() runtime.Object       { return deepCopy(o) }
-func (o *JoinResult) DeepCopyObject() runtime.Object        { return deepCopy(o) }
-func (o *ResetResult) DeepCopyObject() runtime.Object       { return deepCopy(o) }
-func (o *VerifyReport) DeepCopyObject() runtime.Object      { return deepCopy(o) }
-func (o *DiagnoseReport) DeepCopyObject() runtime.Object    { return deepCopy(o) }
-func (o *NodeList) DeepCopyObject() runtime.Object          { return deepCopy(o) }
-func (o *TokenList) DeepCopyObject() runtime.Object         { return deepCopy(o) }
-func (o *TokenResult) DeepCopyObject() runtime.Object       { return deepCopy(o) }
-func (o *TokenDeleteResult) DeepCopyObject() runtime.Object { return deepCopy(o) }
-func (o *JoinCommand) DeepCopyObject() runtime.Object       { return deepCopy(o) }
-func (o *CertificateKey) DeepCopyObject() runtime.Object    { return deepCopy(o) }
-func (o *Version) DeepCopyObject() runtime.Object           { return deepCopy(o) }
-func (o *LeaveResult) DeepCopyObject() runtime.Object       { return deepCopy(o) }
+func (o *ErrorResult) DeepCopyObject() runtime.Object        { return deepCopy(o) }
+func (o *JoinResult) DeepCopyObject() runtime.Object         { return deepCopy(o) }
+func (o *ResetResult) DeepCopyObject() runtime.Object        { return deepCopy(o) }
+func (o *EndpointMoveResult) DeepCopyObject() runtime.Object { return deepCopy(o) }
+func (o *VerifyReport) DeepCopyObject() runtime.Object       { return deepCopy(o) }
+func (o *DiagnoseReport) DeepCopyObject() runtime.Object     { return deepCopy(o) }
+func (o *NodeList) DeepCopyObject() runtime.Object           { return deepCopy(o) }
+func (o *TokenList) DeepCopyObject() runtime.Object          { return deepCopy(o) }
+func (o *TokenResult) DeepCopyObject() runtime.Object        { return deepCopy(o) }
+func (o *TokenDeleteResult) DeepCopyObject() runtime.Object  { return deepCopy(o) }
+func (o *JoinCommand) DeepCopyObject() runtime.Object        { return deepCopy(o) }
+func (o *CertificateKey) DeepCopyObject() runtime.Object     { return deepCopy(o) }
+func (o *Version) DeepCopyObject() runtime.Object            { return deepCopy(o) }
+func (o *LeaveResult) DeepCopyObject() runtime.Object        { return deepCopy(o) }
 
 // deepCopy copies through JSON: these objects are plain data that round-trips exactly.
 func deepCopy[T any](in *T) *T {
