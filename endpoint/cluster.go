@@ -136,4 +136,3 @@ func resigned(cm *corev1.ConfigMap, kubeconfig []byte) bool {
 	}
 	return false
 }
-

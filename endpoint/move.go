@@ -340,4 +340,3 @@ func rollback(ctx context.Context, e *host.Env, files []*kubeconfigFile, r *Repo
 	r.RolledBack = true
 	e.Logf("endpoint", "restored %d kubeconfig(s) to %s", len(files), r.From)
 }
-
