@@ -28,6 +28,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/clock"
 
+	"kjoin.dev/kjoin/cri"
 	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/pki"
@@ -377,5 +378,53 @@ func TestMoveBadEndpoint(t *testing.T) {
 	_, err := Move(context.Background(), &host.Env{}, Options{To: "api.example.com"})
 	if operr.CodeOf(err) != operr.Usage {
 		t.Errorf("got %v", err)
+	}
+}
+
+// sandboxes is a container runtime holding the control plane's static pods.
+type sandboxes struct{ removed []string }
+
+func (s *sandboxes) PodSandboxes(context.Context) ([]cri.Sandbox, error) {
+	return []cri.Sandbox{{ID: "cm", Name: "kube-system/kube-controller-manager-w1"}, {ID: "sched", Name: "kube-system/kube-scheduler-w1"}}, nil
+}
+func (s *sandboxes) RemovePodSandbox(_ context.Context, id string) error {
+	s.removed = append(s.removed, id)
+	return nil
+}
+func (s *sandboxes) Close() error { return nil }
+
+// A controller-manager.conf that names the old endpoint moves, and its static pod restarts
+// (its sandbox removed: the kubelet starts it again on the new file); the scheduler's,
+// naming the local API server, stays.
+func TestMoveRestartsTheStaticPodWhoseKubeconfigMoved(t *testing.T) {
+	c, issue := newCluster(t, nil)
+	n := newNode(t, c, issue, map[string]string{host.KubeletKubeconfig: "https://10.0.0.12:6443", host.AdminKubeconfig: old,
+		"/etc/kubernetes/controller-manager.conf": old, "/etc/kubernetes/scheduler.conf": "https://10.0.0.12:6443"})
+	rt := &sandboxes{}
+	n.env.Sandboxes = func(string) (cri.Sandboxes, error) { return rt, nil }
+	r, err := Move(context.Background(), n.env, Options{To: c.endpoint()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(rt.removed, ",") != "cm" || strings.Join(r.Restarted, ",") != "kube-controller-manager" {
+		t.Errorf("removed sandboxes %v, restarted %v: want the controller-manager's only", rt.removed, r.Restarted)
+	}
+	if got := serverIn(t, n.read(t, "/etc/kubernetes/controller-manager.conf")); got != "https://"+c.endpoint() {
+		t.Errorf("controller-manager.conf names %q", got)
+	}
+}
+
+// A signed cluster-info is waited on until the bootstrap signer signs it again: one never
+// signed again is a timeout, not a silent success.
+func TestMoveClusterWaitsForTheSigner(t *testing.T) {
+	c, issue := newCluster(t, nil)
+	n := newNode(t, c, issue, map[string]string{host.KubeletKubeconfig: "https://10.0.0.12:6443", host.AdminKubeconfig: old})
+	ci := kubeconfig(t, old, c.caPEM, &clientcmdapi.AuthInfo{})
+	n.admin = fake.NewClientset(
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kubeadm-config", Namespace: "kube-system"}, Data: map[string]string{"ClusterConfiguration": "controlPlaneEndpoint: x:6443\n"}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cluster-info", Namespace: "kube-public"}, Data: map[string]string{"kubeconfig": string(ci), "jws-kubeconfig-abcdef": "old-signature"}})
+	_, err := Move(context.Background(), n.env, Options{To: c.endpoint(), UpdateCluster: true})
+	if operr.CodeOf(err) != operr.Timeout || !strings.Contains(err.Error(), "not signed again") {
+		t.Fatalf("got %v", err)
 	}
 }
