@@ -87,6 +87,7 @@ func answerCases() []answerCase {
 		{name: "join", args: []string{"join", "10.0.0.11:6443", "--token", "bad", "--discovery-token-ca-cert-hash", pin}, kind: "JoinResult", code: 2},
 		{name: "reset", args: []string{"reset", "-f"}, kind: "ResetResult"},
 		{name: "leave", args: []string{"leave", "-f"}, kind: "LeaveResult"},
+		{name: "endpoint-move", args: []string{"endpoint", "move", "10.0.0.10:6443"}, kind: "EndpointMoveResult", code: 1},
 	}
 }
 
