@@ -184,6 +184,14 @@ func saveCluster(t *testing.T, c *framework.Cluster) {
 				t.Errorf("restore %s/%s: %v", cm.Namespace, cm.Name, err)
 			}
 		}
+		// Later tests' discoveries need the restored cluster-info signed for the lab token.
+		id, secret, _ := strings.Cut(lab.Token, ".")
+		if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			now, err := c.Client.CoreV1().ConfigMaps("kube-public").Get(ctx, "cluster-info", metav1.GetOptions{})
+			return err == nil && now.Data["kubeconfig"] == ci.Data["kubeconfig"] && jws.DetachedTokenIsValid(now.Data["jws-kubeconfig-"+id], now.Data["kubeconfig"], id, secret), nil
+		}); err != nil {
+			t.Errorf("the restored cluster-info was not signed again for the lab token: %v", err)
+		}
 		c.WaitNodeCondition(t, "cp1", corev1.NodeReady, corev1.ConditionTrue, 2*time.Minute)
 	})
 }
