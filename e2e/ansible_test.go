@@ -32,7 +32,13 @@ type recap struct{ ok, changed, failed string }
 // arguments, such as --check) and returns the recap per host; wantFail expects the run to fail.
 func runPlaybook(t *testing.T, c *framework.Cluster, inventory string, wantFail bool, extra ...string) (map[string]recap, string) {
 	t.Helper()
-	playbook, err := filepath.Abs("../examples/ansible/site.yml")
+	return runPlaybookFile(t, c, "site.yml", inventory, wantFail, extra...)
+}
+
+// runPlaybookFile is runPlaybook for another playbook of examples/ansible.
+func runPlaybookFile(t *testing.T, c *framework.Cluster, name, inventory string, wantFail bool, extra ...string) (map[string]recap, string) {
+	t.Helper()
+	playbook, err := filepath.Abs("../examples/ansible/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}

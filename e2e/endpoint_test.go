@@ -5,8 +5,11 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -104,6 +107,31 @@ func TestEndpointMove(t *testing.T) {
 		lease, err := c.Client.CoordinationV1().Leases("kube-node-lease").Get(context.Background(), "w6", metav1.GetOptions{})
 		if err != nil || lease.Spec.RenewTime == nil || !lease.Spec.RenewTime.After(start) {
 			t.Errorf("w6's Lease not renewed since the move: %v %+v", err, lease)
+		}
+		c.WaitNodeCondition(t, "w6", corev1.NodeReady, corev1.ConditionTrue, time.Minute)
+	})
+
+	t.Run("the Ansible play moves a node back, then changes nothing", func(t *testing.T) {
+		if _, err := exec.LookPath("ansible-playbook"); err != nil {
+			t.Fatal("ansible-playbook is not installed (e2e/scripts/install-deps.sh installs ansible-core)")
+		}
+		inv := filepath.Join(t.TempDir(), "inventory.ini")
+		content := fmt.Sprintf("[first_control_plane]\ncp1 ansible_become_method=su %s\n\n[workers]\nw6 ansible_become_method=su %s\n", c.AnsibleHost("cp1"), c.AnsibleHost("w6"))
+		if err := os.WriteFile(inv, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		back := []string{"--limit", "w6", "-e", "kjoin_new_endpoint=" + lab.Endpoint()}
+		check, _ := runPlaybookFile(t, c, "move-endpoint.yml", inv, false, append(back, "--check")...)
+		if recapOf(t, check, "w6").changed == "0" || serverOf(t, kubeletConf("w6")) != "https://"+to {
+			t.Errorf("--check: recap %+v, kubelet.conf names %q: want would-change, nothing changed", check["w6"], serverOf(t, kubeletConf("w6")))
+		}
+		first, _ := runPlaybookFile(t, c, "move-endpoint.yml", inv, false, back...)
+		if recapOf(t, first, "w6").changed == "0" || serverOf(t, kubeletConf("w6")) != "https://"+lab.Endpoint() {
+			t.Errorf("first run: recap %+v, kubelet.conf names %q", first["w6"], serverOf(t, kubeletConf("w6")))
+		}
+		second, _ := runPlaybookFile(t, c, "move-endpoint.yml", inv, false, back...)
+		if r := recapOf(t, second, "w6"); r.changed != "0" || r.failed != "0" {
+			t.Errorf("second run: %+v, want unchanged", r)
 		}
 		c.WaitNodeCondition(t, "w6", corev1.NodeReady, corev1.ConditionTrue, time.Minute)
 	})
