@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -233,11 +232,7 @@ func keyOf(cm *corev1.ConfigMap) string {
 
 func decodeMove(t *testing.T, r lab.Result) output.EndpointMoveResult {
 	t.Helper()
-	var res output.EndpointMoveResult
-	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
-		t.Fatalf("kjoin endpoint move answer: %v\n%s\n%s", err, r.Stdout, tail(r.Stderr, 20))
-	}
-	return res
+	return decodeAnswer[output.EndpointMoveResult](t, r)
 }
 
 func serverOf(t *testing.T, kubeconfig []byte) string {

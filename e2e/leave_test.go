@@ -28,9 +28,15 @@ import (
 
 func decodeLeave(t *testing.T, r lab.Result) output.LeaveResult {
 	t.Helper()
-	var out output.LeaveResult
+	return decodeAnswer[output.LeaveResult](t, r)
+}
+
+// decodeAnswer decodes a command's -o json answer, failing with its output when it is not one.
+func decodeAnswer[T any](t *testing.T, r lab.Result) T {
+	t.Helper()
+	var out T
 	if err := json.Unmarshal([]byte(r.Stdout), &out); err != nil {
-		t.Fatalf("leave -o json: %v\n%s\n%s", err, r.Stdout, tail(r.Stderr, 20))
+		t.Fatalf("-o json answer: %v\n%s\n%s", err, r.Stdout, tail(r.Stderr, 20))
 	}
 	return out
 }
