@@ -521,10 +521,7 @@ func TestJoinFaults(t *testing.T) {
 			c.DumpLogs(t, "w7", "cp2")
 			t.Fatalf("join through %s and %s with %s down: %v\n%s", ep1, ep2, ep1, r.Error(), tail(r.Stderr, 30))
 		}
-		var res output.JoinResult
-		if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
-			t.Fatalf("join answer: %v\n%s", err, r.Stdout)
-		}
+		res := decodeAnswer[output.JoinResult](t, r)
 		if res.Endpoint != ep2 || len(res.EndpointsTried) != 2 || res.EndpointsTried[0].Endpoint != ep1 || res.EndpointsTried[0].Error == "" ||
 			res.EndpointsTried[1].Endpoint != ep2 || res.EndpointsTried[1].Error != "" {
 			t.Errorf("served by %q, tried %+v: want %s failed, then %s served", res.Endpoint, res.EndpointsTried, ep1, ep2)
