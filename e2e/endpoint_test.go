@@ -69,7 +69,7 @@ func TestEndpointMove(t *testing.T) {
 		r := c.Run(t, "w6", "kjoin", "endpoint", "move", net.JoinHostPort(cp1, "10250"), "-o", "json")
 		res := decodeMove(t, r)
 		if r.ExitCode != 4 || res.Error == nil || !strings.Contains(res.Error.Message, "not signed by this node's cluster CA") || res.Changed {
-			t.Fatalf("exit %d, answer %+v: want exit 4 (trust), nothing changed", r.ExitCode, res)
+			t.Fatalf("exit %d, answer %+v (error %+v): want exit 4 (trust), nothing changed", r.ExitCode, res, res.Error)
 		}
 		if string(kubeletConf("w6")) != string(before) {
 			t.Error("kubelet.conf changed after a refused move")

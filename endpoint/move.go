@@ -113,7 +113,7 @@ func Move(ctx context.Context, e *host.Env, o Options) (*Report, error) {
 	if err != nil {
 		return r, err
 	}
-	if r.Identity, err = proveIdentity(ctx, c, r.Node, o.To); err != nil {
+	if r.Identity, err = proveIdentity(ctx, c, r.Node, o.To, caData); err != nil {
 		return r, err
 	}
 	e.Logf("endpoint", "%s is this cluster's API server: TLS verified by the node's CA for %s, and it authenticates this node as %s", o.To, hostOnly(o.To), r.Identity)

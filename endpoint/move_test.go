@@ -428,3 +428,19 @@ func TestMoveClusterWaitsForTheSigner(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// A stranger's certificate that also does not name the address (a kubelet's self-signed
+// serving certificate): Go checks the name first, but the refusal says what matters, that
+// the cluster's CA did not sign it.
+func TestMoveNamesAStrangerAsSuchEvenWithTheWrongName(t *testing.T) {
+	_, otherIssue := newCluster(t, nil)
+	c, issue := newCluster(t, func(func(pki.CertConfig) tls.Certificate) tls.Certificate {
+		return otherIssue(pki.CertConfig{CommonName: "cp1@1700000000", DNSNames: []string{"cp1"}, Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	})
+	n := newNode(t, c, issue, map[string]string{host.KubeletKubeconfig: old})
+	_, err := Move(context.Background(), n.env, Options{To: c.endpoint()})
+	if operr.CodeOf(err) != operr.Trust || !strings.Contains(err.Error(), "not signed by this node's cluster CA") {
+		t.Fatalf("got %v", err)
+	}
+	n.assertUnchanged(t)
+}

@@ -36,10 +36,10 @@ func nodeClientAt(e *host.Env, server string, caData []byte) (kubernetes.Interfa
 
 // proveIdentity asks the endpoint who this node is: TLS is verified by the node's CA for the
 // endpoint's own name, and the answer must be the node's own user. It returns that user.
-func proveIdentity(ctx context.Context, c kubernetes.Interface, node, to string) (string, error) {
+func proveIdentity(ctx context.Context, c kubernetes.Interface, node, to string, caData []byte) (string, error) {
 	ssr, err := c.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 	if err != nil {
-		return "", refusal(err, to)
+		return "", refusal(err, to, caData)
 	}
 	who := ssr.Status.UserInfo.Username
 	if want := "system:node:" + node; who != want {
@@ -50,11 +50,15 @@ func proveIdentity(ctx context.Context, c kubernetes.Interface, node, to string)
 }
 
 // refusal explains why the new endpoint was not accepted; nothing has been changed then.
-func refusal(err error, to string) error {
+func refusal(err error, to string, caData []byte) error {
 	var hostErr x509.HostnameError
 	var unknown x509.UnknownAuthorityError
 	var invalid x509.CertificateInvalidError
 	switch {
+	case errors.As(err, &hostErr) && !issuedBy(hostErr.Certificate, caData):
+		// Go checks the name before the chain: a stranger's certificate is named as such.
+		return operr.Wrap(operr.Trust, err, fmt.Sprintf("%s presents a certificate not signed by this node's cluster CA: it is not this cluster's API server (nothing was changed)", to),
+			"check the endpoint: it must reach an API server of the cluster this node joined")
 	case errors.As(err, &hostErr):
 		return operr.Wrap(operr.Trust, err, fmt.Sprintf("the certificate %s presents does not name %q (nothing was changed)", to, hostOnly(to)),
 			"add the name or address to the API servers' certificates (ClusterConfiguration apiServer.certSANs, then kubeadm init phase certs apiserver on each control plane), or move to a name they carry")
@@ -98,4 +102,17 @@ func waitRenewal(ctx context.Context, e *host.Env, c kubernetes.Interface, node 
 		return t.After(since), nil
 	})
 	return at, err
+}
+
+// issuedBy reports whether cert chains to a CA in caData (names and dates aside).
+func issuedBy(cert *x509.Certificate, caData []byte) bool {
+	if cert == nil {
+		return false
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caData) {
+		return false
+	}
+	_, err := cert.Verify(x509.VerifyOptions{Roots: pool, CurrentTime: cert.NotBefore.Add(cert.NotAfter.Sub(cert.NotBefore) / 2), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+	return err == nil
 }
