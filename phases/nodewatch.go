@@ -135,9 +135,7 @@ func (n *nodeWatch) apply(ev watch.Event) bool {
 			n.rv = m.GetResourceVersion()
 		}
 	case watch.Error:
-		if apierrors.FromObject(ev.Object) != nil {
-			n.e.Debugf("wait-ready", "watch node %q: %v", n.name, apierrors.FromObject(ev.Object))
-		}
+		n.e.Debugf("wait-ready", "watch node %q: %v", n.name, apierrors.FromObject(ev.Object))
 		n.stop()
 		n.rv = "" // the version may be gone (410): list again
 	}
