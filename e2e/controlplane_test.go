@@ -18,6 +18,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -300,6 +301,12 @@ func TestControlPlaneParallel(t *testing.T) {
 			} else if tool == "kjoin" && os.Getenv("KJOIN_PARALLEL_LOG") != "" {
 				c.DumpLogs(t, hosts...) // the kubelets' and pods' logs, kept under _artifacts
 			}
+			if tool == "kjoin" && round == rounds && ok {
+				// The last round's control planes: cp4 goes, then cp3 leaves a control plane of three.
+				c.Forget(t, "cp4")
+				leaveOneOfThree(t, c)
+				hosts = hosts[:2]
+			}
 			for _, h := range hosts {
 				c.Forget(t, h)
 			}
@@ -314,6 +321,120 @@ func TestControlPlaneParallel(t *testing.T) {
 			fmt.Printf("  %s\n", d)
 		}
 	}
+}
+
+// leaveOneOfThree: cp3, whose etcd member is made the leader, leaves a control plane of three
+// (cp1, cp2, cp3) with kjoin leave while a probe writes through the API (a write needs etcd's
+// quorum) and asks cp1's and cp2's API servers every 200 ms. Leave hands etcd's leadership
+// to another member before removing its own; two voters remain, and the cluster served
+// throughout: no probe failed.
+func leaveOneOfThree(t *testing.T, c *framework.Cluster) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := votersSettled(c, 3); err != nil {
+		t.Fatal(err)
+	}
+	member, ok := memberOn(t, c, "cp3")
+	if !ok {
+		t.Fatal("cp3 has no etcd member")
+	}
+	if _, _, err := c.MoveEtcdLeader(ctx, "cp3"); err != nil {
+		t.Fatal(err)
+	}
+	if leader, err := c.EtcdLeader(ctx); err != nil || leader != member.ID {
+		t.Fatalf("cp3's member %x should lead etcd before it leaves; the leader is %x (%v)", member.ID, leader, err)
+	}
+	node, err := c.Client.CoreV1().Nodes().Get(ctx, "cp3", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := probeServing(t, c, "cp1", "cp2")
+	r := c.Run(t, "cp3", "kjoin", "leave", "-f", "-o", "json")
+	probes, failures := stop()
+	out := decodeLeave(t, r)
+	if r.ExitCode != 0 {
+		c.DumpLogs(t, "cp1", "cp2", "cp3")
+		t.Fatalf("cp3's leave: exit %d: %s\n%s", r.ExitCode, r.Stdout, tail(r.Stderr, 20))
+	}
+	if out.Role != "control-plane" || out.EtcdMemberRemoved != fmt.Sprintf("%x", member.ID) || !out.NodeDeleted || !out.LeaseDeleted ||
+		out.Credentials != "admin (/etc/kubernetes/admin.conf)" || len(out.Left) != 0 {
+		t.Errorf("cp3's leave report: %+v", out)
+	}
+	if !strings.Contains(r.Stderr, fmt.Sprintf("handed etcd leadership from %x to ", member.ID)) {
+		t.Errorf("cp3's leave did not hand etcd's leadership on before removing its member:\n%s", tail(r.Stderr, 20))
+	}
+	ms, err := votersSettled(c, 2)
+	if err != nil {
+		t.Fatalf("after cp3 left: %v (%s)", err, describe(ms))
+	}
+	for _, m := range ms {
+		if m.ID == member.ID {
+			t.Errorf("cp3's member %x is still in etcd: %s", member.ID, describe(ms))
+		}
+	}
+	if n, err := c.Client.CoreV1().Nodes().Get(ctx, "cp3", metav1.GetOptions{}); err == nil {
+		t.Errorf("Node cp3 (UID %s, was %s) is there after leave", n.UID, node.UID)
+	}
+	assertHostStopped(t, c, "cp3")
+	if len(failures) > 0 || probes < 5 {
+		t.Errorf("the cluster did not serve throughout cp3's leave: %d probes, %d failed: %v", probes, len(failures), failures)
+	}
+	t.Logf("cp3 left a control plane of three: %d probes during the leave, none failed; etcd %s", probes, describe(ms))
+}
+
+// probeServing writes a ConfigMap through the test's client and asks each host's API server
+// for /readyz every 200 ms until the returned stop is called, which reports how many probes
+// ran and what failed.
+func probeServing(t *testing.T, c *framework.Cluster, hosts ...string) (stop func() (int, []string)) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cms := c.Client.CoreV1().ConfigMaps("default")
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "serving-probe"}, Data: map[string]string{"n": "0"}}
+	if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	var probes int
+	var failures []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			probes++
+			cm.Data["n"] = strconv.Itoa(probes)
+			wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err := cms.Update(wctx, cm, metav1.UpdateOptions{})
+			wcancel()
+			if err != nil && ctx.Err() == nil {
+				failures = append(failures, fmt.Sprintf("%s write: %v", time.Now().Format("15:04:05.000"), err))
+			}
+			for _, h := range hosts {
+				if !readyz(c.Hosts[h].IP) && ctx.Err() == nil {
+					failures = append(failures, fmt.Sprintf("%s %s /readyz failed", time.Now().Format("15:04:05.000"), h))
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+	return func() (int, []string) {
+		cancel()
+		<-done
+		_ = cms.Delete(context.Background(), "serving-probe", metav1.DeleteOptions{})
+		return probes, failures
+	}
+}
+
+// readyz asks the API server on ip whether it is ready to serve.
+func readyz(ip string) bool {
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	resp, err := client.Get(fmt.Sprintf("https://%s:%d/readyz", ip, lab.APIPort))
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
 
 // lockWaited finds etcd-join's "etcd join lock acquired after 2.5s" in kjoin's -v 1 progress.

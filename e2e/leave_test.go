@@ -5,10 +5,13 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,8 +20,10 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"kjoin.dev/kjoin/e2e/framework"
 	"kjoin.dev/kjoin/e2e/lab"
@@ -42,10 +47,13 @@ func decodeAnswer[T any](t *testing.T, r lab.Result) T {
 }
 
 // TestLeave: a worker kjoin joined leaves the cluster. A PodDisruptionBudget that allows no
-// disruption stops the drain at its timeout, with the node cordoned and nothing else
-// touched; once the budget allows it, the same command evicts the ReplicaSet's pod, stops the
-// kubelet, deletes the Node, its Lease and its CSRs, and removes the join's files. Again, it
-// changes nothing.
+// disruption holds the drain: killed mid-drain (SIGKILL) and stopped at its timeout, the node
+// is cordoned and nothing else touched. Once the budget allows one disruption, the same
+// command continues: the ReplicaSet's two pods move to cp1 one at a time (the budget refuses
+// the second eviction until the first pod's replacement is ready; a watch of our own sees
+// the healthy count never drop below the budget), the kubelet stops, the Node, its Lease and
+// its CSRs are deleted and the join's files removed. Again, it changes nothing. Then kubeadm
+// joins the same host and it leaves with the node's own credentials.
 func TestLeave(t *testing.T) {
 	c := framework.Get(t)
 	ctx := context.Background()
@@ -64,52 +72,9 @@ func TestLeave(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// A ReplicaSet's pod on w5, guarded by a budget that allows no disruption.
-	one := int32(1)
-	labels := map[string]string{"app": "leave-web"}
-	tmpl := pausePod(c, "w5")
-	tmpl.Spec.NodeName, tmpl.Spec.Tolerations = "", nil // the scheduler places it; cordoned, w5 takes no new one
-	tmpl.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": "w5"}
-	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "leave-web", Namespace: "default"}, Spec: appsv1.ReplicaSetSpec{Replicas: &one,
-		Selector: &metav1.LabelSelector{MatchLabels: labels},
-		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: tmpl.Spec}}}
-	if _, err := c.Client.AppsV1().ReplicaSets("default").Create(ctx, rs, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = c.Client.AppsV1().ReplicaSets("default").Delete(context.Background(), "leave-web", metav1.DeleteOptions{})
-	})
-	var pod corev1.Pod
-	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		l, err := c.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=leave-web"})
-		if err != nil || len(l.Items) != 1 || l.Items[0].Status.Phase != corev1.PodRunning || l.Items[0].Spec.NodeName != "w5" {
-			return false, nil
-		}
-		pod = l.Items[0]
-		return true, nil
-	})
-	if err != nil {
-		c.DumpLogs(t, "w5")
-		t.Fatalf("the ReplicaSet's pod does not run on w5: %v", err)
-	}
-	minAvailable := intstr.FromInt32(1)
-	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "leave-web", Namespace: "default"},
-		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: &minAvailable, Selector: &metav1.LabelSelector{MatchLabels: labels}}}
-	if _, err := c.Client.PolicyV1().PodDisruptionBudgets("default").Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = c.Client.PolicyV1().PodDisruptionBudgets("default").Delete(context.Background(), "leave-web", metav1.DeleteOptions{})
-	})
-	// The budget's controller must have counted the pod, or the eviction is refused for
-	// another reason.
-	err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
-		p, err := c.Client.PolicyV1().PodDisruptionBudgets("default").Get(ctx, "leave-web", metav1.GetOptions{})
-		return err == nil && p.Status.ObservedGeneration == p.Generation && p.Status.CurrentHealthy == 1 && p.Status.DisruptionsAllowed == 0, nil
-	})
-	if err != nil {
-		t.Fatalf("the budget never counted the pod: %v", err)
-	}
+	// A ReplicaSet's two pods on w5, guarded by a budget that allows no disruption.
+	pods := startReplicaSet(t, c, "leave-web", 2)
+	budget(t, c, 2, 0)
 	var csrs []string
 	list, err := c.Client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -128,7 +93,8 @@ func TestLeave(t *testing.T) {
 	// The dry run lists every step and changes nothing.
 	dry := decodeLeave(t, c.MustRun(t, "w5", append(leave, "--dry-run")...))
 	plan := strings.Join(dry.PlannedActions, "\n")
-	for _, want := range []string{`cordon Node "w5"`, "evict pod default/" + pod.Name, "stop the kubelet", `delete Node "w5"`, "delete Lease kube-node-lease/w5", "delete CSR " + csrs[0]} {
+	for _, want := range []string{`cordon Node "w5"`, "evict pod default/" + pods[0].Name, "evict pod default/" + pods[1].Name, "stop the kubelet",
+		`delete Node "w5"`, "delete Lease kube-node-lease/w5", "delete CSR " + csrs[0]} {
 		if !strings.Contains(plan, want) {
 			t.Errorf("leave --dry-run's plan lacks %q:\n%s\nwarnings %q, left %q", want, plan, dry.Warnings, dry.Left)
 		}
@@ -137,37 +103,76 @@ func TestLeave(t *testing.T) {
 		t.Errorf("leave --dry-run cordoned w5 or deleted it: %v", err)
 	}
 
-	// The budget holds: the drain stops at its timeout (exit 6), the node cordoned, its pod,
-	// kubelet and files untouched.
+	// Killed mid-drain: the budget refuses, the drain waits; SIGKILL ends it.
+	killLeaveMidDrain(t, c, leave)
+	assertBlocked := func(when string) {
+		t.Helper()
+		if n, err := c.Client.CoreV1().Nodes().Get(ctx, "w5", metav1.GetOptions{}); err != nil || !n.Spec.Unschedulable {
+			t.Errorf("%s: w5 is not cordoned: %v", when, err)
+		}
+		for _, pod := range pods {
+			if p, err := c.Client.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{}); err != nil || p.UID != pod.UID || p.DeletionTimestamp != nil {
+				t.Errorf("%s: the budget's pod %s (UID %s) did not stay: %v", when, pod.Name, pod.UID, err)
+			}
+		}
+		if c.Run(t, "w5", "systemctl", "is-active", "--quiet", "kubelet").ExitCode != 0 {
+			t.Errorf("%s: the kubelet was stopped", when)
+		}
+		if _, err := os.Stat(c.HostPath("w5", "/etc/kubernetes/kubelet.conf")); err != nil {
+			t.Errorf("%s: kubelet.conf was removed: %v", when, err)
+		}
+	}
+	assertBlocked("after the kill mid-drain")
+
+	// Run again, the budget still holds: the drain stops at its timeout (exit 6) naming it.
 	blocked := c.Run(t, "w5", append(leave, "--drain-timeout", "10s")...)
 	out := decodeLeave(t, blocked)
 	if blocked.ExitCode != 6 || out.Error == nil || !strings.Contains(out.Error.Message, "disruption budget") {
 		t.Fatalf("want exit 6 naming the disruption budget, got exit %d: %s", blocked.ExitCode, blocked.Stdout)
 	}
-	if n, err := c.Client.CoreV1().Nodes().Get(ctx, "w5", metav1.GetOptions{}); err != nil || !n.Spec.Unschedulable {
-		t.Errorf("w5 is not cordoned after the blocked drain: %v", err)
-	}
-	if p, err := c.Client.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{}); err != nil || p.UID != pod.UID || p.DeletionTimestamp != nil {
-		t.Errorf("the budget's pod %s (UID %s) did not stay: %v", pod.Name, pod.UID, err)
-	}
-	if c.Run(t, "w5", "systemctl", "is-active", "--quiet", "kubelet").ExitCode != 0 {
-		t.Error("the blocked leave stopped the kubelet")
-	}
-	if _, err := os.Stat(c.HostPath("w5", "/etc/kubernetes/kubelet.conf")); err != nil {
-		t.Errorf("the blocked leave removed kubelet.conf: %v", err)
-	}
+	assertBlocked("after the drain's timeout")
 
-	// The budget allows it now: the same command continues and finishes.
-	if err := c.Client.PolicyV1().PodDisruptionBudgets("default").Delete(ctx, "leave-web", metav1.DeleteOptions{}); err != nil {
+	// The replacements may run on cp1 now, and the budget allows one disruption at a time.
+	rs, err := c.Client.AppsV1().ReplicaSets("default").Get(ctx, "leave-web", metav1.GetOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
+	rs.Spec.Template.Spec.NodeSelector = nil
+	rs.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{"w5", "cp1"}}}}}}}}
+	rs.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+	if _, err := c.Client.AppsV1().ReplicaSets("default").Update(ctx, rs, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	budget(t, c, 1, 1)
+	health := watchHealthy(t, c, pods)
+
 	r := c.Run(t, "w5", leave...)
 	done := decodeLeave(t, r)
 	if r.ExitCode != 0 {
-		c.DumpLogs(t, "w5")
+		c.DumpLogs(t, "w5", "cp1")
 		t.Fatalf("leave: exit %d: %s\n%s", r.ExitCode, r.Stdout, tail(r.Stderr, 20))
 	}
-	if !slices.Contains(done.EvictedPods, "default/"+pod.Name) || !done.NodeDeleted || !done.LeaseDeleted || !done.KubeletStopped || len(done.Left) != 0 {
+	lowest, moved := health()
+	for _, pod := range pods {
+		if !slices.Contains(done.EvictedPods, "default/"+pod.Name) {
+			t.Errorf("leave did not evict %s: %v", pod.Name, done.EvictedPods)
+		}
+		if p, err := c.Client.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{}); err == nil && p.UID == pod.UID && p.DeletionTimestamp == nil {
+			t.Errorf("pod %s (UID %s) was not evicted", pod.Name, pod.UID)
+		}
+	}
+	// The budget held: the API server refused the second eviction until the first pod's
+	// replacement was ready, and the ready pods never fell below the budget's one.
+	if done.EvictionRefusals == 0 {
+		t.Errorf("the budget allows one disruption at a time, yet no eviction of the two pods was refused: %+v", done)
+	}
+	if lowest < 1 {
+		t.Errorf("the budget was violated: %d ready pods of leave-web at the lowest during the drain", lowest)
+	}
+	t.Logf("drain: %d eviction refusals; ready pods at the lowest: %d; replacements %v", done.EvictionRefusals, lowest, moved)
+	waitMoved(t, c, pods, "cp1")
+	if !done.NodeDeleted || !done.LeaseDeleted || !done.KubeletStopped || len(done.Left) != 0 || done.Credentials != "admin (/root/admin.conf)" {
 		t.Errorf("leave report: %+v", done)
 	}
 	for _, name := range csrs {
@@ -177,9 +182,6 @@ func TestLeave(t *testing.T) {
 		if _, err := c.Client.CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("CSR %s survived leave: %v", name, err)
 		}
-	}
-	if p, err := c.Client.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{}); err == nil && p.UID == pod.UID && p.DeletionTimestamp == nil {
-		t.Errorf("pod %s (UID %s) was not evicted", pod.Name, pod.UID)
 	}
 	if _, err := c.Client.CoreV1().Nodes().Get(ctx, "w5", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("Node w5 survived leave: %v", err)
@@ -200,5 +202,303 @@ func TestLeave(t *testing.T) {
 	again := decodeLeave(t, c.MustRun(t, "w5", leave...))
 	if again.Changed {
 		t.Errorf("second leave changed something: %+v", again)
+	}
+
+	leaveKubeadmWorkerWithItsOwnCredentials(t, c)
+}
+
+// startReplicaSet starts a ReplicaSet of pause pods on w5 and returns its pods, running.
+func startReplicaSet(t *testing.T, c *framework.Cluster, name string, replicas int32) []corev1.Pod {
+	t.Helper()
+	ctx := context.Background()
+	labels := map[string]string{"app": name}
+	tmpl := pausePod(c, "w5")
+	tmpl.Spec.NodeName, tmpl.Spec.Tolerations = "", nil // the scheduler places them; cordoned, w5 takes no new one
+	tmpl.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": "w5"}
+	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: appsv1.ReplicaSetSpec{Replicas: &replicas,
+		Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: tmpl.Spec}}}
+	if _, err := c.Client.AppsV1().ReplicaSets("default").Create(ctx, rs, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Client.AppsV1().ReplicaSets("default").Delete(context.Background(), name, metav1.DeleteOptions{})
+		_ = c.Client.PolicyV1().PodDisruptionBudgets("default").Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	var pods []corev1.Pod
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		l, err := c.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+		if err != nil || len(l.Items) != int(replicas) {
+			return false, nil
+		}
+		for _, p := range l.Items {
+			if p.Status.Phase != corev1.PodRunning || p.Spec.NodeName != "w5" {
+				return false, nil
+			}
+		}
+		pods = l.Items
+		return true, nil
+	})
+	if err != nil {
+		c.DumpLogs(t, "w5")
+		t.Fatalf("ReplicaSet %s's %d pods do not run on w5: %v", name, replicas, err)
+	}
+	return pods
+}
+
+// budget makes (or changes) leave-web's PodDisruptionBudget to minAvailable and waits until
+// its controller has counted both pods and allows the given number of disruptions.
+func budget(t *testing.T, c *framework.Cluster, minAvailable, allowed int32) {
+	t.Helper()
+	ctx := context.Background()
+	m := intstr.FromInt32(minAvailable)
+	pdbs := c.Client.PolicyV1().PodDisruptionBudgets("default")
+	pdb, err := pdbs.Get(ctx, "leave-web", metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		pdb = &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "leave-web", Namespace: "default"},
+			Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: &m, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "leave-web"}}}}
+		_, err = pdbs.Create(ctx, pdb, metav1.CreateOptions{})
+	case err == nil:
+		pdb.Spec.MinAvailable = &m
+		_, err = pdbs.Update(ctx, pdb, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The budget's controller must have counted the pods, or an eviction is refused (or
+	// allowed) for another reason.
+	err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := pdbs.Get(ctx, "leave-web", metav1.GetOptions{})
+		return err == nil && p.Status.ObservedGeneration == p.Generation && p.Status.CurrentHealthy == 2 && p.Status.DisruptionsAllowed == allowed, nil
+	})
+	if err != nil {
+		t.Fatalf("the budget (minAvailable %d) never counted two healthy pods allowing %d disruptions: %v", minAvailable, allowed, err)
+	}
+}
+
+// killLeaveMidDrain starts leave on w5 with a long drain timeout, waits until it has cordoned
+// the node and the budget has refused an eviction for a while, and kills it with SIGKILL.
+func killLeaveMidDrain(t *testing.T, c *framework.Cluster, leave []string) {
+	t.Helper()
+	done := make(chan lab.Result, 1)
+	go func() { done <- c.Exec(context.Background(), "w5", append(leave, "--drain-timeout", "5m")...) }()
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		select {
+		case r := <-done:
+			return false, fmt.Errorf("leave ended before it was killed: exit %d\n%s\n%s", r.ExitCode, r.Stdout, tail(r.Stderr, 20))
+		default:
+		}
+		n, err := c.Client.CoreV1().Nodes().Get(ctx, "w5", metav1.GetOptions{})
+		return err == nil && n.Spec.Unschedulable, nil
+	})
+	if err != nil {
+		t.Fatalf("leave did not cordon w5: %v", err)
+	}
+	time.Sleep(7 * time.Second) // the drain retries a refused eviction every 5 s: it is inside the drain
+	select {
+	case r := <-done:
+		t.Fatalf("leave ended mid-drain on its own: exit %d\n%s", r.ExitCode, r.Stdout)
+	default:
+	}
+	pids, err := c.Signal("w5", "kjoin", syscall.SIGKILL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-done:
+		if r.Signal != syscall.SIGKILL {
+			t.Fatalf("leave was not ended by SIGKILL: exit %d signal %v", r.ExitCode, r.Signal)
+		}
+		t.Logf("leave (pid %v) killed mid-drain", pids)
+	case <-time.After(30 * time.Second):
+		t.Fatal("leave did not end after SIGKILL")
+	}
+}
+
+// watchHealthy watches leave-web's pods from now on and returns a function reporting the
+// lowest number of ready pods not being deleted it saw, and the nodes of the pods that
+// replaced the given ones.
+func watchHealthy(t *testing.T, c *framework.Cluster, before []corev1.Pod) func() (lowest int, replacements map[string]string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	l, err := c.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=leave-web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.Client.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{LabelSelector: "app=leave-web", ResourceVersion: l.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := map[types.UID]bool{}
+	for _, p := range before {
+		old[p.UID] = true
+	}
+	var mu sync.Mutex
+	current := map[types.UID]*corev1.Pod{}
+	for i := range l.Items {
+		current[l.Items[i].UID] = &l.Items[i]
+	}
+	healthy := func() int {
+		n := 0
+		for _, p := range current {
+			if p.DeletionTimestamp == nil && podReady(p) {
+				n++
+			}
+		}
+		return n
+	}
+	lowest := healthy()
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				if ctx.Err() == nil { // not the end stop asked for
+					t.Errorf("pod watch: %v", ev.Object)
+				}
+				return
+			}
+			mu.Lock()
+			if ev.Type == watch.Deleted {
+				delete(current, p.UID)
+			} else {
+				current[p.UID] = p
+			}
+			lowest = min(lowest, healthy())
+			mu.Unlock()
+		}
+	}()
+	return func() (int, map[string]string) {
+		cancel()
+		w.Stop()
+		<-ended
+		mu.Lock()
+		defer mu.Unlock()
+		moved := map[string]string{}
+		for uid, p := range current {
+			if !old[uid] {
+				moved[p.Name] = p.Spec.NodeName
+			}
+		}
+		return lowest, moved
+	}
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// waitMoved waits until leave-web runs two new pods (not the given ones), both on node.
+func waitMoved(t *testing.T, c *framework.Cluster, before []corev1.Pod, node string) {
+	t.Helper()
+	var last []string
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		l, err := c.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=leave-web"})
+		if err != nil {
+			return false, nil
+		}
+		last = last[:0]
+		running := 0
+		for _, p := range l.Items {
+			last = append(last, fmt.Sprintf("%s on %q %s", p.Name, p.Spec.NodeName, p.Status.Phase))
+			if slices.ContainsFunc(before, func(b corev1.Pod) bool { return b.UID == p.UID }) {
+				return false, nil
+			}
+			if p.Spec.NodeName == node && p.Status.Phase == corev1.PodRunning {
+				running++
+			}
+		}
+		return running == 2, nil
+	})
+	if err != nil {
+		t.Errorf("leave-web's pods did not move to %s: %v", node, last)
+	}
+}
+
+// leaveKubeadmWorkerWithItsOwnCredentials: kubeadm joins w5 (which kjoin's leave left clean)
+// and runs a ReplicaSet's pod; kjoin leave, with no admin credentials on the node, uses the
+// kubelet's. What NodeRestriction lets a node do, it does: cordon, evict its own pod, delete
+// its own Lease. What it does not (delete the Node, delete CSRs) is left, each with the
+// command that does it, and those commands, run as admin on cp1, finish the job.
+func leaveKubeadmWorkerWithItsOwnCredentials(t *testing.T, c *framework.Cluster) {
+	t.Helper()
+	ctx := context.Background()
+	if err := os.Remove(c.HostPath("w5", "/root/admin.conf")); err != nil {
+		t.Fatal(err)
+	}
+	c.MustRun(t, "w5", "kubeadm", "join", lab.Endpoint(), "--token", lab.Token,
+		"--discovery-token-ca-cert-hash", c.CAHash, "--ignore-preflight-errors=all")
+	c.WaitNodeCondition(t, "w5", corev1.NodeReady, corev1.ConditionTrue, 2*time.Minute)
+	assertLeaseRenews(t, c, "w5")
+	// The kubelet's CSR, sent with the bootstrap token (kjoin's first leave deleted w5's earlier ones).
+	var csrs []string
+	list, err := c.Client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, csr := range list.Items {
+		if x, err := parseCSR(csr.Spec.Request); err == nil && x.Subject.CommonName == "system:node:w5" {
+			csrs = append(csrs, csr.Name)
+		}
+	}
+	if len(csrs) != 1 {
+		t.Fatalf("want the one CSR of kubeadm's join of w5, have %v", csrs)
+	}
+	pods := startReplicaSet(t, c, "leave-own", 1)
+	node, err := c.Client.CoreV1().Nodes().Get(ctx, "w5", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	r := c.Run(t, "w5", "kjoin", "leave", "-f", "-o", "json")
+	out := decodeLeave(t, r)
+	if r.ExitCode != 0 {
+		c.DumpLogs(t, "w5")
+		t.Fatalf("leave with the node's credentials: exit %d: %s\n%s", r.ExitCode, r.Stdout, tail(r.Stderr, 20))
+	}
+	if out.Credentials != "node (/etc/kubernetes/kubelet.conf)" || !out.Cordoned || !out.LeaseDeleted || !out.KubeletStopped || out.NodeDeleted ||
+		!slices.Equal(out.EvictedPods, []string{"default/" + pods[0].Name}) || len(out.DeletedCSRs) != 0 {
+		t.Errorf("leave with the node's credentials: %+v", out)
+	}
+	if p, err := c.Client.CoreV1().Pods("default").Get(ctx, pods[0].Name, metav1.GetOptions{}); err == nil && p.UID == pods[0].UID && p.DeletionTimestamp == nil {
+		t.Errorf("pod %s (UID %s) was not evicted", pods[0].Name, pods[0].UID)
+	}
+	if _, err := c.Client.CoordinationV1().Leases("kube-node-lease").Get(ctx, "w5", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("w5's Lease survived a leave that reports it deleted: %v", err)
+	}
+	for _, f := range joinFiles {
+		if _, err := os.Lstat(c.HostPath("w5", f)); err == nil {
+			t.Errorf("%s survived leave", f)
+		}
+	}
+	// Left: the Node (the same one) and the CSR, each with its command.
+	if n, err := c.Client.CoreV1().Nodes().Get(ctx, "w5", metav1.GetOptions{}); err != nil || n.UID != node.UID || !n.Spec.Unschedulable {
+		t.Errorf("the Node w5 (UID %s) should be left, cordoned: %v", node.UID, err)
+	}
+	want := []string{"kubectl delete node w5", "kubectl delete csr " + csrs[0]}
+	if len(out.Left) != len(want) {
+		t.Fatalf("left %q, want the Node and the CSR %s", out.Left, csrs[0])
+	}
+	for i, l := range out.Left {
+		_, command, ok := strings.Cut(l, "): ")
+		if !ok || command != want[i] {
+			t.Fatalf("left[%d] = %q, want the command %q", i, l, want[i])
+		}
+		if r := c.Kubectl(ctx, strings.Fields(command)[1:]...); r.Err != nil {
+			t.Errorf("the left command %q, run as admin: %v", command, r.Error())
+		}
+	}
+	if _, err := c.Client.CoreV1().Nodes().Get(ctx, "w5", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("Node w5 is there after the left command: %v", err)
+	}
+	if _, err := c.Client.CertificatesV1().CertificateSigningRequests().Get(ctx, csrs[0], metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("CSR %s is there after the left command: %v", csrs[0], err)
 	}
 }

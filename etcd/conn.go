@@ -32,6 +32,9 @@ type Conn interface {
 	// the join lock: its one attached key is the lock's key for that very lease (any other
 	// lease, such as the API server's, is left alone). revoked is false when it was not.
 	RevokeLockLease(ctx context.Context, lease int64) (revoked bool, err error)
+	// MoveLeader asks the leader (the connection's endpoint must be the leader) to hand its
+	// leadership to another voter.
+	MoveLeader(ctx context.Context, transfereeID uint64) (*clientv3.MoveLeaderResponse, error)
 	Close() error
 }
 

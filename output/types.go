@@ -216,9 +216,12 @@ type LeaveResult struct {
 	Credentials string `json:"credentials"`
 	Cordoned    bool   `json:"cordoned"`
 	// EvictedPods are the pods the drain evicted (or deleted), namespace/name.
-	EvictedPods  []string `json:"evictedPods"`
-	LeaseDeleted bool     `json:"leaseDeleted"`
-	DeletedCSRs  []string `json:"deletedCSRs"`
+	EvictedPods []string `json:"evictedPods"`
+	// EvictionRefusals counts the evictions the API server refused for a while (a
+	// PodDisruptionBudget's 429) and the drain retried: the budget held.
+	EvictionRefusals int      `json:"evictionRefusals"`
+	LeaseDeleted     bool     `json:"leaseDeleted"`
+	DeletedCSRs      []string `json:"deletedCSRs"`
 	// Left are the cluster objects leave could not delete, each with the command that does.
 	Left []string `json:"left"`
 }

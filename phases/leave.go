@@ -4,7 +4,11 @@ import (
 	"context"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
@@ -13,7 +17,8 @@ import (
 // LeaveOptions configure kjoin leave: the drain (kubectl drain's options) and the credentials.
 type LeaveOptions struct {
 	// Kubeconfig holds the credentials leave uses: given, else admin.conf when the node has
-	// one (a control plane), else the node's own kubelet.conf (which may not drain).
+	// one (a control plane), else the node's own kubelet.conf (NodeRestriction lets it cordon,
+	// evict its own pods and delete its Lease, not delete its Node or CSRs).
 	Kubeconfig string
 	// DrainTimeout bounds the drain (0: no bound, as kubectl drain); GracePeriod is each pod's
 	// termination grace in seconds (-1: the pod's own).
@@ -54,8 +59,11 @@ type LeaveReport struct {
 	Credentials string `json:"credentials"`
 	Cordoned    bool   `json:"cordoned"`
 	// EvictedPods are the pods the drain evicted (or deleted), namespace/name.
-	EvictedPods  []string `json:"evictedPods"`
-	LeaseDeleted bool     `json:"leaseDeleted"`
+	EvictedPods []string `json:"evictedPods"`
+	// EvictionRefusals counts the evictions the API server refused for a while (a
+	// PodDisruptionBudget's 429) and the drain retried.
+	EvictionRefusals int  `json:"evictionRefusals"`
+	LeaseDeleted     bool `json:"leaseDeleted"`
 	// DeletedCSRs are the node's certificate signing requests leave deleted.
 	DeletedCSRs []string `json:"deletedCSRs"`
 	// Left are the cluster objects leave could not remove, each with the command that does.
@@ -101,7 +109,32 @@ func leaveClient(e *host.Env, kubeconfig, server string) (kubernetes.Interface, 
 		return nil, "", operr.Wrap(operr.Usage, err, "no credentials to leave with: this node has neither admin.conf nor a usable kubelet.conf",
 			"pass --kubeconfig with a kubeconfig that may drain and delete nodes, or run kjoin reset to clean up this node only")
 	}
-	return c, "node (" + host.KubeletKubeconfig + ")", nil
+	return nodePods{c}, "node (" + host.KubeletKubeconfig + ")", nil
+}
+
+// nodePods is a clientset with the node's own credentials whose pod reads answer "not found"
+// where the Node authorizer says "forbidden": a node may read only the pods bound to it, so
+// once an evicted pod is gone (or replaced under its name elsewhere) the drain's wait for it
+// is refused, not told it is gone. For a pod that was bound to this node the two mean the
+// same: it is no longer here.
+type nodePods struct{ kubernetes.Interface }
+
+func (c nodePods) CoreV1() corev1client.CoreV1Interface { return nodeCore{c.Interface.CoreV1()} }
+
+type nodeCore struct{ corev1client.CoreV1Interface }
+
+func (c nodeCore) Pods(namespace string) corev1client.PodInterface {
+	return nodePodReads{c.CoreV1Interface.Pods(namespace)}
+}
+
+type nodePodReads struct{ corev1client.PodInterface }
+
+func (p nodePodReads) Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Pod, error) {
+	pod, err := p.PodInterface.Get(ctx, name, opts)
+	if apierrors.IsForbidden(err) {
+		return nil, apierrors.NewNotFound(corev1.Resource("pods"), name)
+	}
+	return pod, err
 }
 
 // leaveSkip skips a leave phase when there is no Node to act on.

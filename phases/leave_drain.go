@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,7 +20,7 @@ import (
 // with its options: DaemonSet pods, emptyDir data, unmanaged pods, grace period, timeout).
 //
 //	Reads:  s.leave (client, Opts, nodeGone), s.Report.Node, s.Opts.DryRun
-//	Writes: evictions of the Node's pods, s.Report.Leave.EvictedPods
+//	Writes: evictions of the Node's pods, s.Report.Leave.EvictedPods and EvictionRefusals
 var LeaveDrain = ResetPhase{Name: "drain", Short: "Evict the Node's pods (PodDisruptionBudgets respected)", Run: runLeaveDrain,
 	Skip: func(s *ResetState) string {
 		if r := leaveSkip(s); r != "" {
@@ -79,7 +80,9 @@ func runLeaveDrain(ctx context.Context, e *host.Env, s *ResetState) error {
 	if len(pods) == 0 {
 		return nil
 	}
-	if err := h.DeleteOrEvictPods(pods); err != nil {
+	err := h.DeleteOrEvictPods(pods)
+	rep.EvictionRefusals += refusals.n
+	if err != nil {
 		if isAPIRefusal([]error{err}) {
 			return leaveAPIError(err, "evict the pods of Node "+name, rep.Credentials)
 		}
@@ -104,12 +107,25 @@ func isAPIRefusal(errs []error) bool {
 }
 
 // lastLine keeps the last line the drain library printed about an eviction it will retry
-// (e.g. a PodDisruptionBudget's refusal), to name it when the drain times out.
-type lastLine struct{ last string }
+// (e.g. a PodDisruptionBudget's refusal), to name it when the drain times out, and counts
+// the refusals it retried. The library writes from one goroutine per pod.
+type lastLine struct {
+	mu   sync.Mutex
+	last string
+	n    int
+}
 
 func (l *lastLine) Write(p []byte) (int, error) {
-	if s := strings.TrimSpace(string(p)); s != "" {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range strings.Split(string(p), "\n") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
 		l.last = s
+		if strings.HasPrefix(s, "error when evicting") {
+			l.n++
+		}
 	}
 	return len(p), nil
 }

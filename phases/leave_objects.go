@@ -12,7 +12,8 @@ import (
 )
 
 // LeaveDeleteObjects deletes what the cluster keeps of the node once its kubelet has
-// stopped: the Node, its Lease (kube-node-lease) and its certificate signing requests. What
+// stopped: the Node, its Lease (kube-node-lease) and its certificate signing requests (kjoin's,
+// the kubelet's first one sent with a bootstrap token, its renewals). What
 // the credentials may not delete is reported with the command that does (Report.Leave.Left),
 // and leave goes on: the node itself is still cleaned up.
 //
@@ -47,14 +48,16 @@ func runLeaveDeleteObjects(ctx context.Context, e *host.Env, s *ResetState) erro
 		}
 		return false, leaveAPIError(err, "delete "+what, rep.Credentials)
 	}
+	// The Lease first: the Node owns it, so the garbage collector deletes it soon after the
+	// Node, and leave could not tell a Lease it deleted from one that was gone.
 	var err error
-	if s.Report.NodeDeleted, err = del(fmt.Sprintf("Node %q", name), "kubectl delete node "+name, func() error {
-		return c.CoreV1().Nodes().Delete(ctx, name, opts)
+	if rep.LeaseDeleted, err = del(fmt.Sprintf("Lease kube-node-lease/%s", name), "kubectl -n kube-node-lease delete lease "+name, func() error {
+		return c.CoordinationV1().Leases("kube-node-lease").Delete(ctx, name, opts)
 	}); err != nil {
 		return err
 	}
-	if rep.LeaseDeleted, err = del(fmt.Sprintf("Lease kube-node-lease/%s", name), "kubectl -n kube-node-lease delete lease "+name, func() error {
-		return c.CoordinationV1().Leases("kube-node-lease").Delete(ctx, name, opts)
+	if s.Report.NodeDeleted, err = del(fmt.Sprintf("Node %q", name), "kubectl delete node "+name, func() error {
+		return c.CoreV1().Nodes().Delete(ctx, name, opts)
 	}); err != nil {
 		return err
 	}
@@ -69,7 +72,7 @@ func runLeaveDeleteObjects(ctx context.Context, e *host.Env, s *ResetState) erro
 	}
 	for i := range csrs.Items {
 		csr := &csrs.Items[i]
-		if !tlsbootstrap.IsNodeCSR(csr, name) {
+		if !tlsbootstrap.IsNodeCSR(csr, name) && !tlsbootstrap.IsBootstrapCSRFor(csr, name) {
 			continue
 		}
 		deleted, err := del("CSR "+csr.Name, "kubectl delete csr "+csr.Name, func() error {

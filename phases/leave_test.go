@@ -2,12 +2,18 @@ package phases
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +25,7 @@ import (
 
 	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
+	"kjoin.dev/kjoin/pki"
 )
 
 const adminConf = "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: 'https://cp.example:6443'}\nusers:\n- name: u\n  user: {token: admin}\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\ncurrent-context: x\n"
@@ -228,9 +235,10 @@ func TestLeaveDrainBlockedByABudget(t *testing.T) {
 	t.Parallel()
 	h := joinedForLeave(t)
 	writeHost(t, h.env, host.AdminKubeconfig, adminConf, 0o600)
-	blocked := true
+	blocked, refused := true, 0
 	h.client.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() == "eviction" && blocked {
+		if a.GetSubresource() == "eviction" && (blocked || refused < 2) {
+			refused++
 			return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 1)
 		}
 		return false, nil, nil
@@ -244,10 +252,11 @@ func TestLeaveDrainBlockedByABudget(t *testing.T) {
 	if _, err := h.env.ReadFile(host.KubeletKubeconfig); err != nil {
 		t.Error("a drain that did not finish went on to remove the node's files")
 	}
-	blocked = false
+	// The budget allows it after two more refusals: each refusal the drain retried is counted.
+	blocked, refused = false, 0
 	rep, err := Leave(context.Background(), h.env, ResetOptions{}, leaveOpts(), nil)
-	if err != nil || !rep.NodeDeleted || !slices.Equal(rep.Leave.EvictedPods, []string{"default/web-1"}) {
-		t.Errorf("the run after the budget allowed it: %v %+v", err, rep.Leave)
+	if err != nil || !rep.NodeDeleted || !slices.Equal(rep.Leave.EvictedPods, []string{"default/web-1"}) || rep.Leave.EvictionRefusals != 2 {
+		t.Errorf("the run after the budget allowed it: %v %+v (want 2 eviction refusals)", err, rep.Leave)
 	}
 }
 
@@ -279,6 +288,40 @@ func TestLeaveWithTheNodesOwnCredentials(t *testing.T) {
 	}
 	if _, err := h.env.ReadFile(host.KubeletKubeconfig); err == nil {
 		t.Error("kubelet.conf survived leave")
+	}
+}
+
+// With the node's own credentials the drain evicts the node's pod and waits for it to go; the
+// Node authorizer answers a read of a pod no longer bound to the node "forbidden", not "not
+// found" (found in the lab), and that is the pod gone, not a failed drain. With admin
+// credentials a forbidden read stays an error.
+func TestLeaveWithTheNodesOwnCredentialsDrains(t *testing.T) {
+	t.Parallel()
+	for _, admin := range []bool{false, true} {
+		h := joinedForLeave(t)
+		if admin {
+			writeHost(t, h.env, host.AdminKubeconfig, adminConf, 0o600)
+		}
+		h.client.PrependReactor("get", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			name := a.(k8stesting.GetAction).GetName()
+			if _, err := h.client.Tracker().Get(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, a.GetNamespace(), name); apierrors.IsNotFound(err) {
+				return true, nil, apierrors.NewForbidden(corev1.Resource("pods"), name, errors.New("node: no relationship found between node 'w1' and this object"))
+			}
+			return false, nil, nil
+		})
+		rep, err := Leave(context.Background(), h.env, ResetOptions{}, leaveOpts(), nil)
+		if admin {
+			if err == nil || !strings.Contains(err.Error(), "forbidden") {
+				t.Errorf("admin credentials: a forbidden read of the pod must stay an error, got %v", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Leave.Credentials != "node (/etc/kubernetes/kubelet.conf)" || !slices.Equal(rep.Leave.EvictedPods, []string{"default/web-1"}) {
+			t.Errorf("node credentials: %+v", rep.Leave)
+		}
 	}
 }
 
@@ -335,6 +378,34 @@ func TestLeaveControlPlaneStopsItsAPIServerBeforeItsMember(t *testing.T) {
 	}
 }
 
+// A control plane whose etcd member leads hands the leadership to a healthy voter before the
+// member is removed (a leader removing itself leaves the cluster leaderless until an
+// election); one that does not lead hands nothing.
+func TestLeaveControlPlaneHandsOffEtcdLeadership(t *testing.T) {
+	t.Parallel()
+	for _, leads := range []bool{true, false} {
+		c := newCPHost(t)
+		asAPIServer(c.testHost)
+		if _, err := Run(context.Background(), c.env, &State{Opts: c.options(t)}, Join, RunOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		self := c.etcd.Member("https://10.0.0.12:2380")
+		if leads {
+			c.etcd.Leader = self.ID
+		}
+		if _, err := Leave(context.Background(), c.env, ResetOptions{}, leaveOpts(), nil); err != nil {
+			t.Fatal(err)
+		}
+		want := []uint64(nil)
+		if leads {
+			want = []uint64{1} // cp1, the one healthy other voter
+		}
+		if !slices.Equal(c.etcd.MovedTo, want) || c.etcd.LeaderRemoved != 0 || !slices.Equal(c.etcd.Removed, []uint64{self.ID}) {
+			t.Errorf("leads %v: leadership moved to %x (want %x), leader removed %d times, removed %x", leads, c.etcd.MovedTo, want, c.etcd.LeaderRemoved, c.etcd.Removed)
+		}
+	}
+}
+
 // A control plane's dry run plans each static pod manifest's removal once, though three
 // phases reach the manifests (stop-control-plane, remove-static-pods, remove-files).
 func TestLeaveControlPlaneDryRunPlansEachRemovalOnce(t *testing.T) {
@@ -357,6 +428,66 @@ func TestLeaveControlPlaneDryRunPlansEachRemovalOnce(t *testing.T) {
 		}
 		if n != 1 {
 			t.Errorf("%s planned %d times:\n%s", m, n, strings.Join(rep.PlannedActions, "\n"))
+		}
+	}
+}
+
+// kubeletCSR is a kubelet client CSR for CN system:node:<cn> sent by user, as an API server
+// records it.
+func kubeletCSR(t *testing.T, name, cn, user string) *certificatesv1.CertificateSigningRequest {
+	t.Helper()
+	key, err := pki.NewECKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "system:node:" + cn, Organization: []string{"system:nodes"}}}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &certificatesv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: certificatesv1.CertificateSigningRequestSpec{SignerName: certificatesv1.KubeAPIServerClientKubeletSignerName, Username: user,
+			Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})}}
+}
+
+// A node kubeadm joined: the kubelet's first CSR (sent with the bootstrap token) and its
+// renewal are the node's and deleted; a CSR another user sent for the node's name is not.
+// The Lease goes before the Node: the garbage collector deletes a Lease whose Node is gone,
+// and leave would then report a Lease it did not delete.
+func TestLeaveDeletesTheKubeletsCSRsAndTheLeaseFirst(t *testing.T) {
+	t.Parallel()
+	h := joinedForLeave(t)
+	writeHost(t, h.env, host.AdminKubeconfig, adminConf, 0o600)
+	ctx := context.Background()
+	for _, c := range []*certificatesv1.CertificateSigningRequest{
+		kubeletCSR(t, "csr-first", "w1", "system:bootstrap:abcdef"),
+		kubeletCSR(t, "csr-renewal", "w1", "system:node:w1"),
+		kubeletCSR(t, "csr-alice", "w1", "alice"),
+		kubeletCSR(t, "csr-w2", "w2", "system:bootstrap:abcdef"),
+	} {
+		if _, err := h.client.CertificatesV1().CertificateSigningRequests().Create(ctx, c, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The garbage collector: the Node's Lease goes with it.
+	h.client.PrependReactor("delete", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		_ = h.client.Tracker().Delete(schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}, "kube-node-lease", "w1")
+		return false, nil, nil
+	})
+	rep, err := Leave(ctx, h.env, ResetOptions{}, leaveOpts(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Leave.LeaseDeleted || !rep.NodeDeleted {
+		t.Errorf("leave reports Lease deleted %v, Node deleted %v; want both", rep.Leave.LeaseDeleted, rep.NodeDeleted)
+	}
+	for _, name := range []string{"csr-first", "csr-renewal"} {
+		if !slices.Contains(rep.Leave.DeletedCSRs, name) {
+			t.Errorf("%s was not deleted: %v", name, rep.Leave.DeletedCSRs)
+		}
+	}
+	for _, name := range []string{"csr-alice", "csr-w2"} {
+		if _, err := h.client.CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{}); err != nil {
+			t.Errorf("%s is not the node's, yet it went: %v", name, err)
 		}
 	}
 }

@@ -95,7 +95,8 @@ func removeEtcdMember(ctx context.Context, e *host.Env, manifest []byte, allowQu
 		return "", false, operr.Wrap(operr.Other, err, "etcd does not answer, so this node's member cannot be removed safely", "fix etcd, or pass --allow-etcd-quorum-loss to reset anyway (then remove the member by hand: etcdctl member remove)")
 	}
 	var self uint64
-	var others []string // healthy other voters' client URLs
+	var others []string   // healthy other voters' client URLs
+	var otherIDs []uint64 // and their IDs
 	voters, healthyOthers := 0, 0
 	for _, m := range list.Members {
 		mine := (peerURL != "" && slices.Contains(m.PeerURLs, firstURL(peerURL))) || (peerURL == "" && m.Name == name)
@@ -109,6 +110,7 @@ func removeEtcdMember(ctx context.Context, e *host.Env, manifest []byte, allowQu
 		if !mine && len(m.ClientURLs) > 0 && etcd.Probe(ctx, cli.Status, m.ClientURLs[0]).OK() {
 			healthyOthers++
 			others = append(others, m.ClientURLs[0])
+			otherIDs = append(otherIDs, m.ID)
 		}
 	}
 	if self == 0 {
@@ -126,6 +128,7 @@ func removeEtcdMember(ctx context.Context, e *host.Env, manifest []byte, allowQu
 	if !proceed(self, strings.TrimSpace(name+" "+peerURL)) {
 		return "", true, nil
 	}
+	handOffLeadership(ctx, e, cli, clientURL, self, otherIDs, warn)
 	// Ask the other members: the member being removed stops serving the moment the removal
 	// is applied, so its own answer may be "server stopped" for a removal that happened.
 	rcli := cli
@@ -142,6 +145,27 @@ func removeEtcdMember(ctx context.Context, e *host.Env, manifest []byte, allowQu
 	}
 	e.Logf("remove-etcd-member", "removed etcd member %x (%s %s)", self, name, peerURL)
 	return fmt.Sprintf("%x", self), true, nil
+}
+
+// handOffLeadership moves etcd's leadership from this member to a healthy voter before the
+// member is removed: a leader that removes itself leaves the cluster without one until an
+// election ends (writes wait, an election timeout or more), a hand-off takes a heartbeat.
+// When it fails the removal goes on (etcd elects a leader by itself), with a warning.
+func handOffLeadership(ctx context.Context, e *host.Env, cli etcd.Conn, self string, id uint64, to []uint64, warn func(string, ...any)) {
+	if len(to) == 0 {
+		return
+	}
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	st, err := cli.Status(sctx, self)
+	if err != nil || st.Leader != id {
+		return
+	}
+	if _, err := cli.MoveLeader(sctx, to[0]); err != nil {
+		warn("could not hand etcd's leadership to member %x before removing this one (%v): the cluster elects a new leader by itself", to[0], err)
+		return
+	}
+	e.Logf("remove-etcd-member", "handed etcd leadership from %x to %x", id, to[0])
 }
 
 // firstURL is the first of a comma-separated URL list, as etcd flags hold them.

@@ -133,3 +133,32 @@ func TestWaitOnACSRDeniedBeforehand(t *testing.T) {
 		t.Fatalf("Wait on a denied CSR: %+v, %v", issued, err)
 	}
 }
+
+// IsBootstrapCSRFor: a bootstrap token's request to the kubelet client signer for the node's
+// CN, and nothing else.
+func TestIsBootstrapCSRFor(t *testing.T) {
+	for _, c := range []struct {
+		what string
+		csr  *certificatesv1.CertificateSigningRequest
+		want bool
+	}{
+		{"the kubelet's first, after kubeadm join", csrOf(t, "csr-9q2fz", "w1", "system:bootstrap:abcdef"), true},
+		{"a renewal", csrOf(t, "csr-9q2fz", "w1", "system:node:w1"), false},
+		{"another user's", csrOf(t, "csr-9q2fz", "w1", "alice"), false},
+		{"another CN", csrOf(t, "csr-9q2fz", "w2", "system:bootstrap:abcdef"), false},
+		{"another signer", func() *certificatesv1.CertificateSigningRequest {
+			c := csrOf(t, "csr-9q2fz", "w1", "system:bootstrap:abcdef")
+			c.Spec.SignerName = certificatesv1.KubeAPIServerClientSignerName
+			return c
+		}(), false},
+		{"no PEM", func() *certificatesv1.CertificateSigningRequest {
+			c := csrOf(t, "csr-9q2fz", "w1", "system:bootstrap:abcdef")
+			c.Spec.Request = []byte("not pem")
+			return c
+		}(), false},
+	} {
+		if got := IsBootstrapCSRFor(c.csr, "w1"); got != c.want {
+			t.Errorf("%s: IsBootstrapCSRFor = %v", c.what, got)
+		}
+	}
+}

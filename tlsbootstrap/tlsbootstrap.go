@@ -412,3 +412,19 @@ func IsNodeCSR(csr *certificatesv1.CertificateSigningRequest, node string) bool 
 	req, err := x509.ParseCertificateRequest(b.Bytes)
 	return err == nil && req.Subject.CommonName == "system:node:"+node
 }
+
+// IsBootstrapCSRFor reports whether csr was sent with a bootstrap token to the kubelet
+// client signer for CN=system:node:<node>, as a kubelet's first request after kubeadm join
+// is. Anyone holding the token could have sent it, so it is not proof of the node (verify
+// does not count it), but once the node leaves no such request has a use.
+func IsBootstrapCSRFor(csr *certificatesv1.CertificateSigningRequest, node string) bool {
+	if csr.Spec.SignerName != certificatesv1.KubeAPIServerClientKubeletSignerName || !strings.HasPrefix(csr.Spec.Username, "system:bootstrap:") {
+		return false
+	}
+	b, _ := pem.Decode(csr.Spec.Request)
+	if b == nil {
+		return false
+	}
+	req, err := x509.ParseCertificateRequest(b.Bytes)
+	return err == nil && req.Subject.CommonName == "system:node:"+node
+}

@@ -38,11 +38,17 @@ type Cluster struct {
 	Promoted       []uint64
 	// OnPromote is called when a member is promoted (nil: nothing).
 	OnPromote func()
+	// Leader is the member every healthy one names as leader (New: cp1); MovedTo records
+	// each leadership hand-off.
+	Leader  uint64
+	MovedTo []uint64
+	// LeaderRemoved counts removals of the member that led at that moment.
+	LeaderRemoved int
 }
 
 // New is a cluster of one healthy voter, cp1 (10.0.0.11).
 func New() *Cluster {
-	return &Cluster{NextID: 0x100, Unhealthy: map[string]bool{}, Started: func() bool { return true },
+	return &Cluster{NextID: 0x100, Unhealthy: map[string]bool{}, Started: func() bool { return true }, Leader: 1,
 		Members: []*etcdserverpb.Member{{ID: 1, Name: "cp1", PeerURLs: []string{"https://10.0.0.11:2380"}, ClientURLs: []string{"https://10.0.0.11:2379"}}}}
 }
 
@@ -107,6 +113,9 @@ func (f *Cluster) MemberRemove(_ context.Context, id uint64) (*clientv3.MemberRe
 		if m.ID == id {
 			f.Members = append(f.Members[:i], f.Members[i+1:]...)
 			f.Removed = append(f.Removed, id)
+			if id == f.Leader {
+				f.LeaderRemoved++
+			}
 			if f.RemoveStops {
 				return nil, errors.New("etcdserver: server stopped")
 			}
@@ -122,7 +131,21 @@ func (f *Cluster) Status(_ context.Context, endpoint string) (*clientv3.StatusRe
 	if f.Unhealthy[endpoint] {
 		return nil, errors.New("connection refused")
 	}
-	return &clientv3.StatusResponse{Leader: 1}, nil
+	return &clientv3.StatusResponse{Leader: f.Leader}, nil
+}
+
+// MoveLeader hands leadership to a voter, as etcd does when asked through the leader.
+func (f *Cluster) MoveLeader(_ context.Context, id uint64) (*clientv3.MoveLeaderResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, m := range f.Members {
+		if m.ID == id && !m.IsLearner {
+			f.Leader = id
+			f.MovedTo = append(f.MovedTo, id)
+			return &clientv3.MoveLeaderResponse{}, nil
+		}
+	}
+	return nil, rpctypes.ErrMemberNotFound
 }
 
 func (f *Cluster) NewLock(context.Context, int) (etcd.Locker, error) { return (*fakeLock)(f), nil }

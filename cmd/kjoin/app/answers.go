@@ -30,7 +30,7 @@ func resetResultOf(r *phases.ResetReport, err error) *output.ResetResult {
 func leaveResultOf(r *phases.ResetReport, err error) *output.LeaveResult {
 	out := &output.LeaveResult{ResetResult: *resetResultOf(r, err)}
 	if l := r.Leave; l != nil {
-		out.Credentials, out.Cordoned, out.EvictedPods, out.LeaseDeleted, out.DeletedCSRs, out.Left = l.Credentials, l.Cordoned, l.EvictedPods, l.LeaseDeleted, l.DeletedCSRs, l.Left
+		out.Credentials, out.Cordoned, out.EvictedPods, out.EvictionRefusals, out.LeaseDeleted, out.DeletedCSRs, out.Left = l.Credentials, l.Cordoned, l.EvictedPods, l.EvictionRefusals, l.LeaseDeleted, l.DeletedCSRs, l.Left
 	}
 	return out
 }
