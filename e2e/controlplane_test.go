@@ -349,7 +349,7 @@ func leaveOneOfThree(t *testing.T, c *framework.Cluster) {
 		t.Fatal(err)
 	}
 	stop := probeServing(t, c, "cp1", "cp2")
-	r := c.Run(t, "cp3", "kjoin", "leave", "-f", "-o", "json")
+	r := c.Run(t, "cp3", "kjoin", "leave", "-f", "-o", "json", "-v", "1") // -v 1: its progress on stderr
 	probes, failures := stop()
 	out := decodeLeave(t, r)
 	if r.ExitCode != 0 {

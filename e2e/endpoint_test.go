@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -32,7 +33,8 @@ const forwardPort = 16443
 // at cp1's own address, which the API server's certificate names): an address that is not
 // this cluster is refused with nothing changed; a worker moves and its kubelet reconnects
 // through the new address; the cluster's records move, and later kjoin and kubeadm joins
-// use the new address.
+// use the new address; the Ansible play moves every node (cp1, a kjoin-joined cp2, workers
+// kjoin and kubeadm joined) and every worker's kubelet renews its Lease through it.
 func TestEndpointMove(t *testing.T) {
 	c := framework.Get(t)
 	cp1 := c.Hosts["cp1"].IP
@@ -42,6 +44,20 @@ func TestEndpointMove(t *testing.T) {
 		t.Fatal(r.Error())
 	}
 	t.Cleanup(func() { c.Forget(t, "w6") })
+	// A control plane kjoin joined: the play moves it too.
+	c.Host(t, "cp2")
+	key, err := c.UploadCerts(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := kjoinControlPlane(t, c, "cp2", key); r.Err != nil {
+		t.Fatal(r.Error())
+	}
+	t.Cleanup(func() { c.Forget(t, "cp2") })
+	cp2Files := namingEndpoint(t, c, "cp2", lab.Endpoint())
+	if !slices.Contains(cp2Files, "/etc/kubernetes/admin.conf") {
+		t.Fatalf("cp2's admin.conf does not name %s; its kubeconfigs naming it: %v", lab.Endpoint(), cp2Files)
+	}
 	c.MustRun(t, "cp1", "systemd-run", "--unit", "kjoin-lab-forward", "socat",
 		"TCP-LISTEN:"+strconv.Itoa(forwardPort)+",fork,reuseaddr", "TCP:127.0.0.1:"+strconv.Itoa(lab.APIPort))
 	t.Cleanup(func() { c.Run(t, "cp1", "systemctl", "stop", "kjoin-lab-forward") })
@@ -135,8 +151,9 @@ func TestEndpointMove(t *testing.T) {
 		c.WaitNodeCondition(t, "w6", corev1.NodeReady, corev1.ConditionTrue, time.Minute)
 	})
 
+	outer := t // what this subtest changes stays for the next one, and is undone at the end
 	t.Run("the cluster's records move, and later joins use the new address", func(t *testing.T) {
-		saveCluster(t, c)
+		saveCluster(outer, c)
 		r := c.Run(t, "cp1", "kjoin", "endpoint", "move", to, "--update-cluster", "-o", "json")
 		res := decodeMove(t, r)
 		if r.ExitCode != 0 || strings.Join(res.ClusterObjects, ",") != "kube-system/kubeadm-config,kube-public/cluster-info" {
@@ -157,12 +174,12 @@ func TestEndpointMove(t *testing.T) {
 		// A later kjoin join and a later kubeadm join, given the old address, hand their
 		// kubelets the new one (cluster-info's server).
 		c.Host(t, "w7")
-		t.Cleanup(func() { c.Forget(t, "w7") })
+		outer.Cleanup(func() { c.Forget(outer, "w7") })
 		if r := kjoinJoin(t, c, "w7"); r.Err != nil {
 			t.Fatal(r.Error())
 		}
 		c.Host(t, "w8")
-		t.Cleanup(func() { c.Forget(t, "w8") })
+		outer.Cleanup(func() { c.Forget(outer, "w8") })
 		c.MustRun(t, "w8", "kubeadm", "join", lab.Endpoint(), "--token", lab.Token, "--discovery-token-ca-cert-hash", c.CAHash, "--ignore-preflight-errors=all")
 		for _, h := range []string{"w7", "w8"} {
 			if got := serverOf(t, kubeletConf(h)); got != "https://"+to {
@@ -171,6 +188,74 @@ func TestEndpointMove(t *testing.T) {
 			c.WaitNodeCondition(t, h, corev1.NodeReady, corev1.ConditionTrue, 2*time.Minute)
 		}
 	})
+
+	t.Run("the Ansible play moves every node, then changes nothing", func(t *testing.T) {
+		// cp1 and the cluster's records moved already; cp2 (kjoin-joined) and w6 (moved back)
+		// name the old address; w7 (kjoin) and w8 (kubeadm) joined with the new one.
+		inv := filepath.Join(t.TempDir(), "inventory.ini")
+		content := "[first_control_plane]\ncp1 ansible_become_method=su " + c.AnsibleHost("cp1") + "\n\n[control_planes]\n"
+		for _, h := range []string{"cp1", "cp2"} {
+			content += h + " ansible_become_method=su " + c.AnsibleHost(h) + "\n"
+		}
+		content += "\n[workers]\n"
+		for _, h := range []string{"w6", "w7", "w8"} {
+			content += h + " ansible_become_method=su " + c.AnsibleHost(h) + "\n"
+		}
+		if err := os.WriteFile(inv, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		first, _ := runPlaybookFile(t, c, "move-endpoint.yml", inv, false, "-e", "kjoin_new_endpoint="+to)
+		for h, moves := range map[string]bool{"cp1": false, "cp2": true, "w6": true, "w7": false, "w8": false} {
+			if r := recapOf(t, first, h); (r.changed != "0") != moves || r.failed != "0" {
+				t.Errorf("%s: recap %+v, want changed %v", h, r, moves)
+			}
+		}
+		for _, f := range cp2Files {
+			b, err := os.ReadFile(c.HostPath("cp2", f))
+			if err != nil || serverOf(t, b) != "https://"+to {
+				t.Errorf("cp2's %s: want https://%s: %v", f, to, err)
+			}
+		}
+		// Every worker's kubelet talks to the new address, and its Lease renews after the play.
+		for _, h := range []string{"w6", "w7", "w8"} {
+			if got := serverOf(t, kubeletConf(h)); got != "https://"+to {
+				t.Errorf("%s's kubelet.conf names %q, want https://%s", h, got, to)
+			}
+			var conns string
+			if err := wait.PollUntilContextTimeout(context.Background(), time.Second, time.Minute, true, func(context.Context) (bool, error) {
+				conns = c.Run(t, h, "ss", "-Htnp", "state", "established", "dst", to).Stdout
+				return strings.Contains(conns, `"kubelet"`), nil
+			}); err != nil {
+				t.Errorf("no kubelet connection to %s on %s: %q", to, h, conns)
+			}
+			if err := wait.PollUntilContextTimeout(context.Background(), time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+				l, err := c.Client.CoordinationV1().Leases("kube-node-lease").Get(ctx, h, metav1.GetOptions{})
+				return err == nil && l.Spec.RenewTime != nil && l.Spec.RenewTime.After(start), nil
+			}); err != nil {
+				t.Errorf("%s's Lease was not renewed after the play", h)
+			}
+		}
+		again, _ := runPlaybookFile(t, c, "move-endpoint.yml", inv, false, "-e", "kjoin_new_endpoint="+to)
+		for _, h := range []string{"cp1", "cp2", "w6", "w7", "w8"} {
+			if r := recapOf(t, again, h); r.changed != "0" || r.failed != "0" {
+				t.Errorf("second run, %s: %+v, want unchanged", h, r)
+			}
+		}
+	})
+}
+
+// namingEndpoint lists host's kubeconfigs in /etc/kubernetes whose server is https://endpoint.
+func namingEndpoint(t *testing.T, c *framework.Cluster, host, endpoint string) []string {
+	t.Helper()
+	var out []string
+	for _, f := range []string{"admin.conf", "super-admin.conf", "kubelet.conf", "controller-manager.conf", "scheduler.conf"} {
+		p := "/etc/kubernetes/" + f
+		if b, err := os.ReadFile(c.HostPath(host, p)); err == nil && serverOf(t, b) == "https://"+endpoint {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // saveCluster keeps what the cluster move changes (cp1's kubeconfigs, kubeadm-config,
