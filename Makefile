@@ -36,7 +36,7 @@ mutants:
 ## fuzz: each fuzz test for FUZZTIME (seed corpora in */testdata/fuzz)
 FUZZTIME ?= 3s
 FUZZ_TARGETS := token:FuzzParse discovery:FuzzParsePin discovery:FuzzClusterInfo discovery:FuzzSelectCluster \
-	discovery:FuzzCheckEndpoint certs:FuzzParseCertificateKey patches:FuzzParseName joinconfig:FuzzDecode
+	discovery:FuzzCheckEndpoint certs:FuzzParseCertificateKey patches:FuzzParseName joinconfig:FuzzDecode joinstring:FuzzParse
 fuzz:
 	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t#*:}; \
 	  $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) ./$$pkg || exit 1; done

@@ -44,6 +44,9 @@ func TestEndpointMove(t *testing.T) {
 		t.Fatal(r.Error())
 	}
 	t.Cleanup(func() { c.Forget(t, "w6") })
+	// Hosts for the later joins (made here: a host lives as long as the test that made it).
+	c.Host(t, "w7")
+	c.Host(t, "w8")
 	// A control plane kjoin joined: the play moves it too.
 	c.Host(t, "cp2")
 	key, err := c.UploadCerts(context.Background())
@@ -151,7 +154,7 @@ func TestEndpointMove(t *testing.T) {
 		c.WaitNodeCondition(t, "w6", corev1.NodeReady, corev1.ConditionTrue, time.Minute)
 	})
 
-	outer := t // what this subtest changes stays for the next one, and is undone at the end
+	outer := t // what this subtest changes to the cluster stays for the next one, and is undone at the end
 	t.Run("the cluster's records move, and later joins use the new address", func(t *testing.T) {
 		saveCluster(outer, c)
 		r := c.Run(t, "cp1", "kjoin", "endpoint", "move", to, "--update-cluster", "-o", "json")
@@ -173,13 +176,9 @@ func TestEndpointMove(t *testing.T) {
 		}
 		// A later kjoin join and a later kubeadm join, given the old address, hand their
 		// kubelets the new one (cluster-info's server).
-		c.Host(t, "w7")
-		outer.Cleanup(func() { c.Forget(outer, "w7") })
 		if r := kjoinJoin(t, c, "w7"); r.Err != nil {
 			t.Fatal(r.Error())
 		}
-		c.Host(t, "w8")
-		outer.Cleanup(func() { c.Forget(outer, "w8") })
 		c.MustRun(t, "w8", "kubeadm", "join", lab.Endpoint(), "--token", lab.Token, "--discovery-token-ca-cert-hash", c.CAHash, "--ignore-preflight-errors=all")
 		for _, h := range []string{"w7", "w8"} {
 			if got := serverOf(t, kubeletConf(h)); got != "https://"+to {

@@ -18,6 +18,7 @@ import (
 
 	"kjoin.dev/kjoin/e2e/framework"
 	"kjoin.dev/kjoin/e2e/lab"
+	"kjoin.dev/kjoin/output"
 )
 
 type joinInfo struct {
@@ -69,6 +70,37 @@ func TestTokensInteroperate(t *testing.T) {
 		}
 		c.MustRun(t, "w2", "sh", "-c", ji.Command)
 		c.WaitNodeCondition(t, "w2", corev1.NodeReady, corev1.ConditionTrue, time.Minute)
+	})
+	t.Run("kjoin join string, kjoin join", func(t *testing.T) {
+		c.Host(t, "w9")
+		r := c.MustRun(t, "cp1", "kjoin", "token", "create", "--print-join-string", "-o", "json")
+		js := decodeAnswer[output.JoinCommand](t, r)
+		if !strings.HasPrefix(js.JoinString, "kjoin1.") {
+			t.Fatalf("no join string in %s", r.Stdout)
+		}
+		// One character changed: refused (exit 2) naming its part, before anything is written.
+		i := strings.Index(js.JoinString, ".") + 3
+		other := "A"
+		if js.JoinString[i] == 'A' {
+			other = "B"
+		}
+		damaged := js.JoinString[:i] + other + js.JoinString[i+1:]
+		if err := os.WriteFile(c.HostPath("w9", "/run/lab/join"), []byte(damaged+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		bad := c.Run(t, "w9", "kjoin", "join", "--join-string-file", "/run/lab/join")
+		if bad.ExitCode != 2 || !strings.Contains(bad.Stderr, "the endpoints part (part 1) is damaged") || strings.Contains(bad.Stderr, js.Token) {
+			t.Errorf("a damaged join string: exit %d\n%s", bad.ExitCode, bad.Stderr)
+		}
+		if _, err := os.Stat(c.HostPath("w9", "/etc/kubernetes/pki/ca.crt")); err == nil {
+			t.Error("the refused join wrote ca.crt")
+		}
+		// The string itself, on standard input.
+		ok := c.ExecEnv(context.Background(), "w9", nil, strings.NewReader(js.JoinString+"\n"), "kjoin", "join", "--join-string-file", "-")
+		if ok.Err != nil {
+			t.Fatalf("join with the string: %v", ok.Error())
+		}
+		c.WaitNodeCondition(t, "w9", corev1.NodeReady, corev1.ConditionTrue, time.Minute)
 	})
 	t.Run("kubeadm token, kjoin join", func(t *testing.T) {
 		c.Host(t, "w3")

@@ -22,6 +22,7 @@ import (
 	"kjoin.dev/kjoin/certs"
 	"kjoin.dev/kjoin/clusterconfig"
 	"kjoin.dev/kjoin/discovery"
+	"kjoin.dev/kjoin/joinstring"
 	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/patches"
 	"kjoin.dev/kjoin/phases"
@@ -52,9 +53,12 @@ type Flags struct {
 	// CertificateKeyFile holds the certificate key ('-': standard input, the line after the
 	// token when --token-file is '-' too).
 	CertificateKeyFile string
-	AdvertiseAddress   string
-	BindPort           int
-	Patches            string
+	// JoinStringFile holds a join string ('-': standard input) carrying the endpoints, the CA
+	// pins, the token and for a control plane the certificate key (package joinstring).
+	JoinStringFile   string
+	AdvertiseAddress string
+	BindPort         int
+	Patches          string
 	// Output is -o; OutputError its problem when the command layer found one (reported here
 	// with every other bad value).
 	Output      string
@@ -108,6 +112,8 @@ type value[T any] struct {
 
 // input is the raw request, gathered from flags or a config file, not yet checked.
 type input struct {
+	// joinStringRefused: --join-string-file was refused (and reported).
+	joinStringRefused                                 bool
 	endpoint, discoveryToken, tlsToken, discoveryFile value[string]
 	moreEndpoints                                     value[[]string]
 	pins                                              value[[]string]
@@ -160,6 +166,11 @@ func (v *validator) fromFlags(f Flags, src Sources, po *phases.Options) *input {
 		patches: value[string]{f.Patches, "--patches"}, bindPort: value[int]{f.BindPort, "--apiserver-bind-port"},
 		controlPlane: f.ControlPlane, dryRun: f.DryRun, skip: value[[]string]{f.SkipPhases, "--skip-phases"}, ignore: f.IgnorePreflightErrors,
 	}
+	if f.JoinStringFile != "" {
+		v.fromJoinString(f, src, in)
+		po.BindPort = f.BindPort
+		return in
+	}
 	in.secret = v.readSecret(f, src)
 	if f.CertificateKeyFile != "" {
 		if f.CertificateKey != "" {
@@ -175,6 +186,62 @@ func (v *validator) fromFlags(f Flags, src Sources, po *phases.Options) *input {
 	}
 	po.BindPort = f.BindPort
 	return in
+}
+
+// fromJoinString takes the endpoints, the CA pins, the token and (for a control plane) the
+// certificate key from --join-string-file, a file or '-' (standard input). The string is
+// checked here, before anything touches the network or the host; none of what it carries
+// may be given another way.
+func (v *validator) fromJoinString(f Flags, src Sources, in *input) {
+	const flag = "--join-string-file"
+	var also []string
+	for _, c := range []struct {
+		name string
+		set  bool
+	}{
+		{"api-server-endpoint argument", f.Endpoint != "" || len(f.MoreEndpoints) > 0}, {"--token", f.Token != ""}, {"--token-file", f.TokenFile != ""},
+		{"--discovery-token", f.DiscoveryToken != ""}, {"--discovery-token-ca-cert-hash", len(f.CACertHashes) > 0},
+		{"--discovery-token-unsafe-skip-ca-verification", f.UnsafeSkipCAVerification}, {"--discovery-file", f.DiscoveryFile != ""},
+		{"--tls-bootstrap-token", f.TLSBootstrapToken != ""}, {"--certificate-key", f.CertificateKey != ""}, {"--certificate-key-file", f.CertificateKeyFile != ""},
+	} {
+		if c.set {
+			also = append(also, c.name)
+		}
+	}
+	if len(also) > 0 {
+		v.bad(flag, f.JoinStringFile, "not together with "+strings.Join(also, ", ")+": the join string carries the endpoints, the CA pins, the token and the certificate key")
+	}
+	var raw value[string]
+	in.joinStringRefused = true // until it is read and checked
+	if f.JoinStringFile == "-" {
+		lines, err := v.stdin(src)
+		if err != nil {
+			v.bad(flag, "-", "a join string on standard input: "+err.Error())
+			return
+		}
+		raw = value[string]{first(lines, 0), flag + " - (stdin)"}
+	} else {
+		before := len(v.problems)
+		if raw = v.secretFile(flag, f.JoinStringFile, "join string"); len(v.problems) > before {
+			return // unreadable, and said so
+		}
+	}
+	js, err := joinstring.Parse(raw.V)
+	if err != nil {
+		v.bad(flag, f.JoinStringFile, "a kjoin join string ("+err.Error()+"); print a new one with kjoin token create --print-join-string")
+		return
+	}
+	in.joinStringRefused = false
+	in.endpoint = value[string]{js.Endpoints[0], raw.From}
+	in.moreEndpoints = value[[]string]{js.Endpoints[1:], raw.From}
+	in.pins = value[[]string]{js.Pins, raw.From}
+	in.secret = value[string]{js.Token, raw.From}
+	switch {
+	case js.ControlPlane():
+		in.certKey, in.controlPlane = value[string]{js.CertificateKey, raw.From}, true
+	case f.ControlPlane:
+		v.bad("--control-plane", "true", "the join string is a worker's (it carries no certificate key): print a control plane's with kjoin token create --print-join-string --control-plane")
+	}
 }
 
 // readSecret reads the token from --token, --token-file (or stdin) or KJOIN_TOKEN.
@@ -263,7 +330,7 @@ func first(lines []string, i int) string {
 // mixing rules: only the allow-listed flags may accompany --config.
 func (v *validator) fromConfig(f Flags, in *input, po *phases.Options) *input {
 	var mixed []string
-	for _, n := range []string{"token", "discovery-token", "discovery-token-ca-cert-hash", "discovery-token-unsafe-skip-ca-verification",
+	for _, n := range []string{"token", "join-string-file", "discovery-token", "discovery-token-ca-cert-hash", "discovery-token-unsafe-skip-ca-verification",
 		"discovery-file", "tls-bootstrap-token", "cri-socket", "control-plane", "certificate-key", "apiserver-advertise-address",
 		"apiserver-bind-port", "patches"} {
 		if f.Changed(n) && !configMixAllowed[n] {
@@ -424,6 +491,8 @@ func (v *validator) validate(f Flags, in *input, phaseNames []string, res *Resul
 		v.bad(in.discoveryFile.From, in.discoveryFile.V, "either --discovery-file or an API server endpoint, not both")
 	case in.discoveryFile.V != "":
 		v.checkDiscoveryFile(in.discoveryFile)
+	case in.joinStringRefused:
+		// The endpoints, the token and the pins were to come from it: its refusal says it all.
 	default:
 		if in.endpoint.V == "" {
 			v.bad(in.endpoint.From, "", "the API server's host:port (e.g. 10.0.0.1:6443), or --discovery-file")

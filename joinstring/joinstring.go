@@ -187,7 +187,7 @@ func decodeProblem(field string, err error) string {
 	if i := strings.IndexFunc(field, func(r rune) bool {
 		return !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_')
 	}); i >= 0 {
-		return fmt.Sprintf("character %d (%q) cannot be in it", i+1, field[i])
+		return fmt.Sprintf("its character %d cannot be in a join string", i+1)
 	}
 	var ce base64.CorruptInputError
 	if errors.As(err, &ce) {

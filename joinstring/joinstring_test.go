@@ -126,7 +126,7 @@ func TestRefusalNamesThePart(t *testing.T) {
 		{flip(4), "the certificate key part (part 4) is damaged"},
 		{strings.Join(f[:5], ".") + ".AAAA", "checksum part (the last) is damaged"},
 		{strings.Join(append(append([]string{}, f[:2]...), append([]string{other[2]}, f[3:]...)...), "."), "come from different join strings"},
-		{strings.Join(f[:3], ".") + ".!!" + f[3][2:] + "." + strings.Join(f[4:], "."), `character 1 ('!') cannot be in it`},
+		{strings.Join(f[:3], ".") + ".!!" + f[3][2:] + "." + strings.Join(f[4:], "."), "its character 1 cannot be in a join string"},
 	} {
 		_, err := Parse(c.in)
 		var je *Error

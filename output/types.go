@@ -336,7 +336,10 @@ type JoinCommand struct {
 	Expires               *time.Time `json:"expires,omitempty"`
 	CertificateKeyExpires *time.Time `json:"certificateKeyExpires,omitempty"`
 	Command               string     `json:"command"`
-	Warnings              []string   `json:"warnings"`
+	// JoinString is the same join as one string (--print-join-string), for kjoin join
+	// --join-string-file.
+	JoinString string   `json:"joinString,omitempty"`
+	Warnings   []string `json:"warnings"`
 }
 
 // CertificateKey is kjoin upload-certs' and certs certificate-key's answer.

@@ -40,7 +40,10 @@ without one the endpoint that served the join.
 
 Keep secrets off the command line: --token-file PATH, --token-file - (stdin) or KJOIN_TOKEN;
 --certificate-key-file PATH, --certificate-key-file - (stdin) or KJOIN_CERTIFICATE_KEY. With
-both read from stdin, the token is its first line and the certificate key its second.`
+both read from stdin, the token is its first line and the certificate key its second. Or all
+in one: --join-string-file FILE|- takes the join string kjoin token create --print-join-string
+prints (endpoints, CA pins, token and for a control plane the certificate key), checked
+before any network use.`
 
 // JoinOptions are the flag values of kjoin join.
 type JoinOptions struct {
@@ -97,7 +100,7 @@ func NewCmdJoin(deps *Deps, g *Globals, runF func(*JoinOptions) error) *cobra.Co
 // their own): every phase needs discovery (its trust and the bootstrap client), the node's name
 // and runtime and --config; the others only where the phase, or a phase it needs, uses them.
 func phaseFlags(phase string) []string {
-	base := []string{"config", "dry-run", "node-name", "cri-socket", "control-plane", "token", "token-file", "discovery-token",
+	base := []string{"config", "dry-run", "node-name", "cri-socket", "control-plane", "token", "token-file", "join-string-file", "discovery-token",
 		"discovery-token-ca-cert-hash", "discovery-token-unsafe-skip-ca-verification", "discovery-file", "tls-bootstrap-token"}
 	controlPlane := []string{"certificate-key", "certificate-key-file", "apiserver-advertise-address", "apiserver-bind-port", "patches"}
 	switch phase {
@@ -135,6 +138,7 @@ func bindJoinFlags(f *pflag.FlagSet, o *JoinOptions) {
 	f.BoolVar(&o.DryRun, "dry-run", false, "discover (read-only) and print what would be written; change nothing")
 	f.BoolVar(&o.ControlPlane, "control-plane", false, "join as a control-plane node")
 	f.StringVar(&o.CertificateKey, "certificate-key", "", "key to decrypt the control-plane certificates uploaded with upload-certs (prefer --certificate-key-file or KJOIN_CERTIFICATE_KEY)")
+	f.StringVar(&o.JoinStringFile, "join-string-file", "", "read a join string (kjoin token create --print-join-string) from this file ('-' for stdin): the endpoints, CA pins, token and, for a control plane, the certificate key, checked before any network use")
 	f.StringVar(&o.CertificateKeyFile, "certificate-key-file", "", "read the certificate key from this file ('-' for stdin: the line after the token when --token-file is '-' too)")
 	f.StringVar(&o.AdvertiseAddress, "apiserver-advertise-address", "", "address this control-plane node's API server advertises")
 	f.IntVar(&o.BindPort, "apiserver-bind-port", 6443, "port this control-plane node's API server binds")

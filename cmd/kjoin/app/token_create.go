@@ -16,6 +16,7 @@ import (
 	"kjoin.dev/kjoin/certs"
 	cc "kjoin.dev/kjoin/clusterconfig"
 	"kjoin.dev/kjoin/discovery"
+	"kjoin.dev/kjoin/joinstring"
 	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/output"
 	"kjoin.dev/kjoin/pki"
@@ -34,8 +35,10 @@ type TokenCreateOptions struct {
 	Groups           []string
 	Description      string
 	PrintJoinCommand bool
-	ControlPlane     bool
-	Format           string
+	// PrintJoinString prints the join as one checked string (package joinstring).
+	PrintJoinString bool
+	ControlPlane    bool
+	Format          string
 	// AllowNodeReplace lets nodes delete their own Node (kjoin join --replace).
 	AllowNodeReplace bool
 }
@@ -83,6 +86,7 @@ func newCmdTokenCreate(deps *Deps, g *Globals) *cobra.Command {
 	f.StringSliceVar(&o.Groups, "groups", []string{token.DefaultGroup}, "extra groups the token authenticates as")
 	f.StringVar(&o.Description, "description", "", "human description")
 	f.BoolVar(&o.PrintJoinCommand, "print-join-command", false, "print the full join command")
+	f.BoolVar(&o.PrintJoinString, "print-join-string", false, "print the join as one string with checksums (endpoint, CA pins, token and with --control-plane the certificate key) for kjoin join --join-string-file")
 	f.BoolVar(&o.ControlPlane, "control-plane", false, "also upload the control-plane certificates with a fresh key and print the control-plane join command")
 	f.StringVar(&o.Format, "format", "kjoin", "join command for: kjoin or kubeadm")
 	f.BoolVar(&o.AllowNodeReplace, "allow-node-replace", false, "also let every node delete its own Node object (ClusterRoleBinding "+tlsbootstrap.ReplaceSelf+"; NodeRestriction limits it to its own), so kjoin join --replace works on reinstalled workers")
@@ -128,7 +132,7 @@ func runTokenCreate(ctx context.Context, deps *Deps, o *TokenCreateOptions) erro
 	// Everything the answer needs is gathered before the token exists, so a failure leaves
 	// no token behind: the endpoint and pins, and for --control-plane the uploaded certificates.
 	var ji *output.JoinCommand
-	if o.PrintJoinCommand || o.ControlPlane {
+	if o.PrintJoinCommand || o.ControlPlane || o.PrintJoinString {
 		if ji, err = joinInfo(ctx, ac, o.ControlPlane); err != nil {
 			return err
 		}
@@ -174,10 +178,21 @@ func runTokenCreate(ctx context.Context, deps *Deps, o *TokenCreateOptions) erro
 	ji.Token, ji.Expires = spec.Token.Full(), info.Expires
 	ji.Warnings = warnings
 	ji.Command = joinCommand(o.Format, ji)
+	if o.PrintJoinString {
+		if ji.JoinString, err = joinstring.Encode(joinstring.JoinString{Endpoints: []string{ji.Endpoint}, Pins: ji.CACertHashes,
+			Token: ji.Token, CertificateKey: ji.CertificateKey}); err != nil {
+			return fmt.Errorf("the token %s was created, but its join string cannot be written: %w", spec.Token.ID, err)
+		}
+	}
 	if !o.g.Output.Text() {
 		return printResult(deps, o.g, ji, nil)
 	}
-	fmt.Fprintln(deps.Out, ji.Command)
+	if o.PrintJoinString {
+		fmt.Fprintln(deps.Out, ji.JoinString)
+		fmt.Fprintln(deps.Err, "Join with it: put it in a root-only file and run kjoin join --join-string-file FILE (or pipe it to kjoin join --join-string-file -).")
+	} else {
+		fmt.Fprintln(deps.Out, ji.Command)
+	}
 	if ji.Expires != nil {
 		fmt.Fprintf(deps.Err, "The token is valid until %s (in %s).\n", ji.Expires.UTC().Format(time.RFC3339), time.Until(*ji.Expires).Round(time.Minute))
 	}

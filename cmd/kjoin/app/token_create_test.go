@@ -17,7 +17,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"kjoin.dev/kjoin/discovery"
 	"kjoin.dev/kjoin/host"
+	"kjoin.dev/kjoin/joinstring"
 	"kjoin.dev/kjoin/output"
 	"kjoin.dev/kjoin/pki"
 )
@@ -161,5 +163,37 @@ func TestCertificateKeyFromFileOrStdin(t *testing.T) {
 	_, _, err = parse(t, deps, "10.0.0.1:6443 --token abcdef.0123456789abcdef --certificate-key "+key+" --certificate-key-file "+f+" --control-plane --apiserver-advertise-address 10.0.0.12 --discovery-token-ca-cert-hash "+pin)
 	if err == nil || !strings.Contains(err.Error(), "not together with --certificate-key-file") || strings.Contains(err.Error(), key) {
 		t.Errorf("both: %v", err)
+	}
+}
+
+// token create --print-join-string prints one string that carries the cluster's endpoint, the
+// admin kubeconfig's CA pin and the very token created; the hint goes to stderr.
+func TestTokenCreatePrintsAJoinString(t *testing.T) {
+	deps, client, root := adminHost(t)
+	if code := Run(context.Background(), deps, []string{"token", "create", "--print-join-string", "--root", root}); code != 0 {
+		t.Fatalf("exit %d: %s", code, deps.Err)
+	}
+	out := strings.TrimSpace(deps.Out.(interface{ String() string }).String())
+	js, err := joinstring.Parse(out)
+	if err != nil {
+		t.Fatalf("%q: %v", out, err)
+	}
+	tokens := bootstrapTokens(t, client)
+	if len(tokens) != 1 || "bootstrap-token-"+strings.SplitN(js.Token, ".", 2)[0] != tokens[0] {
+		t.Errorf("the string's token %s is not the one created: %v", js.Token[:6], tokens)
+	}
+	kc, err := clientcmd.LoadFromFile(filepath.Join(root, host.AdminKubeconfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := pki.ParseCerts(kc.Clusters["k"].CertificateAuthorityData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(js.Endpoints) != 1 || js.Endpoints[0] != "control-plane.lab:6443" || len(js.Pins) != 1 || js.Pins[0] != discovery.Pin(ca[0]) || js.ControlPlane() {
+		t.Errorf("join string carries %+v", js)
+	}
+	if !strings.Contains(deps.Err.(interface{ String() string }).String(), "--join-string-file") {
+		t.Errorf("no hint on stderr: %s", deps.Err)
 	}
 }
