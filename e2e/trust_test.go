@@ -141,6 +141,20 @@ func TestLyingDiscoveryServers(t *testing.T) {
 			if after := hostFiles(t, c, "w5"); strings.Join(after, ",") != strings.Join(before, ",") {
 				t.Errorf("a refused join wrote on the host: before %v, after %v", before, after)
 			}
+			// Listed first before the genuine API server, the impostor ends the join just
+			// the same: a list does not weaken the pin (going on to the next would join).
+			rec.mu.Lock()
+			rec.requests = nil
+			rec.mu.Unlock()
+			r = c.Run(t, "w5", "kjoin", "join", addr, lab.Endpoint(), "--token-file", "/run/lab/token", "--discovery-token-ca-cert-hash", c.CAHash, "-o", "json")
+			out = parseJoinJSON(t, r)
+			if r.ExitCode != 4 || out.Error == nil || !strings.Contains(out.Error.Message, tc.want) {
+				t.Errorf("impostor listed first: exit %d, error %+v; want exit 4 with %q", r.ExitCode, out.Error, tc.want)
+			}
+			rec.assertNoToken(t)
+			if after := hostFiles(t, c, "w5"); strings.Join(after, ",") != strings.Join(before, ",") {
+				t.Errorf("a refused join with the impostor first wrote on the host: before %v, after %v", before, after)
+			}
 		})
 	}
 }
