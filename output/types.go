@@ -305,6 +305,11 @@ type Token struct {
 	Usages      []string `json:"usages"`
 	Groups      []string `json:"groups"`
 	Description string   `json:"description,omitempty"`
+	// Node and Role: a token bound to one node (kjoin token create --node); UsedBy the CSR
+	// kjoin's approver approved with it (empty: unused).
+	Node   string `json:"node,omitempty"`
+	Role   string `json:"role,omitempty"`
+	UsedBy string `json:"usedBy,omitempty"`
 }
 
 // TokenList is kjoin token list's answer.

@@ -2,6 +2,7 @@ package tlsbootstrap
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/pki"
+	"kjoin.dev/kjoin/token"
 )
 
 // A CSR of this node's name that asks for another key is never taken for ours.
@@ -160,5 +163,33 @@ func TestIsBootstrapCSRFor(t *testing.T) {
 		if got := IsBootstrapCSRFor(c.csr, "w1"); got != c.want {
 			t.Errorf("%s: IsBootstrapCSRFor = %v", c.what, got)
 		}
+	}
+}
+
+// A CSR the API server recorded with the bound-token group: the join says kjoin's approver
+// decides on it, and a timeout names the approver, not kubeadm's auto-approval.
+func TestWaitSaysABoundTokensCSRWaitsForKjoinsApprover(t *testing.T) {
+	c := fake.NewClientset()
+	r := request(t, c, 300*time.Millisecond)
+	var logs []string
+	r.Logf = func(f string, a ...any) { logs = append(logs, fmt.Sprintf(f, a...)) }
+	name, err := Create(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	csr, err := c.CertificatesV1().CertificateSigningRequests().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	csr.Spec.Groups = []string{token.BoundGroup, "system:bootstrappers", "system:authenticated"}
+	if _, err := c.CertificatesV1().CertificateSigningRequests().Update(context.Background(), csr, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Wait(context.Background(), r, name)
+	if err == nil || !strings.Contains(err.Error(), "bound to this node") || !strings.Contains(operr.HintOf(err), "kjoin approver") {
+		t.Errorf("err %v (hint %q)", err, operr.HintOf(err))
+	}
+	if len(logs) != 1 || !strings.Contains(logs[0], "kjoin's approver, not the controller-manager, decides on CSR "+name) {
+		t.Errorf("logs %q", logs)
 	}
 }

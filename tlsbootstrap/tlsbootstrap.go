@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,6 +35,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"kjoin.dev/kjoin/operr"
+	"kjoin.dev/kjoin/token"
 )
 
 // AutoApproveBinding is the ClusterRoleBinding kubeadm creates so that the controller-manager
@@ -313,10 +315,15 @@ func Wait(ctx context.Context, r Request, name string) (*Issued, error) {
 		return false, nil
 	}
 	csrs := r.Client.CertificatesV1().CertificateSigningRequests()
+	bound := false
 	for {
 		csr, err := csrs.Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case err == nil:
+			if !bound && slices.Contains(csr.Spec.Groups, token.BoundGroup) {
+				bound = true
+				r.Logf("the token is bound to this node (group %s): kjoin's approver, not the controller-manager, decides on CSR %s; waiting for it", token.BoundGroup, name)
+			}
 			if done, err := check(csr); done {
 				if err != nil {
 					return nil, err
@@ -339,6 +346,11 @@ func Wait(ctx context.Context, r Request, name string) (*Issued, error) {
 		}
 		select {
 		case <-ctx.Done():
+			if out.Approved == 0 && bound {
+				return nil, operr.Newf(operr.Timeout,
+					"CSR %s, made with a token bound to this node, was not approved within %s", name, r.Timeout).
+					WithHint("kjoin's approver decides on it: start it on a control plane (kjoin approver, or systemctl start kjoin-approver), then run the join again; kubectl describe csr " + name + " shows it pending")
+			}
 			if out.Approved == 0 {
 				return nil, operr.Newf(operr.Timeout,
 					"CSR %s was not approved within %s", name, r.Timeout).

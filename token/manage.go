@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
 	bootstraputil "k8s.io/cluster-bootstrap/token/util"
@@ -17,6 +18,22 @@ import (
 
 // DefaultGroup is the group kubeadm's join RBAC is bound to.
 const DefaultGroup = "system:bootstrappers:kubeadm:default-node-token"
+
+// BoundGroup is the extra group of a token bound to one node (kjoin token create --node). No
+// binding of kubeadm's covers it, so the controller-manager never approves its CSRs: kjoin's
+// approver does, once, for that node's name. BoundControlPlaneGroup is added for a control
+// plane's, which may also read kubeadm-certs.
+const (
+	BoundGroup             = "system:bootstrappers:kjoin:bound"
+	BoundControlPlaneGroup = "system:bootstrappers:kjoin:bound-control-plane"
+	// NodeLabel names the node a bound token joins; RoleLabel its role (worker, control-plane).
+	NodeLabel = "kjoin.dev/bound-node"
+	RoleLabel = "kjoin.dev/bound-role"
+	// UsedByAnnotation names the CSR the approver approved with the token, UsedAtAnnotation
+	// when (RFC 3339): the token joins nothing else, and goes once its node has registered.
+	UsedByAnnotation = "kjoin.dev/used-by"
+	UsedAtAnnotation = "kjoin.dev/used-at"
+)
 
 // DefaultUsages are kubeadm's token usages.
 var DefaultUsages = []string{"signing", "authentication"}
@@ -37,6 +54,10 @@ type Spec struct {
 	Usages      []string
 	Groups      []string
 	Description string
+	// Node binds the token to one node (BoundGroup instead of kubeadm's group; kjoin's
+	// approver approves one CSR, for this name); ControlPlane with it: a control plane's.
+	Node         string
+	ControlPlane bool
 }
 
 // Info describes an existing bootstrap token.
@@ -47,6 +68,11 @@ type Info struct {
 	Usages      []string   `json:"usages"`
 	Groups      []string   `json:"groups,omitempty"`
 	Description string     `json:"description,omitempty"`
+	// Node, Role and UsedBy describe a bound token: the node it joins, as what, and the CSR
+	// it was used for (empty: not yet).
+	Node   string `json:"node,omitempty"`
+	Role   string `json:"role,omitempty"`
+	UsedBy string `json:"usedBy,omitempty"`
 }
 
 // Validate checks usages and groups as the API server's bootstrap authenticator expects them.
@@ -62,7 +88,27 @@ func (s *Spec) Validate() error {
 			return err
 		}
 	}
+	if s.Node != "" {
+		if errs := validation.IsDNS1123Subdomain(s.Node); len(errs) > 0 {
+			return fmt.Errorf("--node %q is not a node name: %s", s.Node, strings.Join(errs, "; "))
+		}
+		for _, g := range s.Groups {
+			if g == DefaultGroup {
+				return fmt.Errorf("a token bound to a node may not be in %s: the controller-manager would approve any CSR made with it", DefaultGroup)
+			}
+		}
+	} else if s.ControlPlane {
+		return fmt.Errorf("a control plane's bound token needs --node")
+	}
 	return nil
+}
+
+// BoundGroups are the groups of a token bound to a node, as Secret writes them.
+func (s *Spec) BoundGroups() []string {
+	if s.ControlPlane {
+		return []string{BoundGroup, BoundControlPlaneGroup}
+	}
+	return []string{BoundGroup}
 }
 
 // Secret renders the token's Secret exactly as kubeadm writes it.
@@ -80,11 +126,21 @@ func (s *Spec) Secret(now time.Time) *corev1.Secret {
 	for _, u := range s.Usages {
 		data[bootstrapapi.BootstrapTokenUsagePrefix+u] = []byte("true")
 	}
-	if len(s.Groups) > 0 {
-		data[bootstrapapi.BootstrapTokenExtraGroupsKey] = []byte(strings.Join(s.Groups, ","))
+	groups := s.Groups
+	var labels map[string]string
+	if s.Node != "" {
+		groups = s.BoundGroups()
+		role := "worker"
+		if s.ControlPlane {
+			role = "control-plane"
+		}
+		labels = map[string]string{NodeLabel: s.Node, RoleLabel: role}
+	}
+	if len(groups) > 0 {
+		data[bootstrapapi.BootstrapTokenExtraGroupsKey] = []byte(strings.Join(groups, ","))
 	}
 	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: s.Token.SecretName(), Namespace: metav1.NamespaceSystem},
+		ObjectMeta: metav1.ObjectMeta{Name: s.Token.SecretName(), Namespace: metav1.NamespaceSystem, Labels: labels},
 		Type:       bootstrapapi.SecretTypeBootstrapToken,
 		Data:       data,
 	}
@@ -115,6 +171,7 @@ func FromSecret(sec *corev1.Secret) (Info, bool) {
 	if g := string(sec.Data[bootstrapapi.BootstrapTokenExtraGroupsKey]); g != "" {
 		info.Groups = strings.Split(g, ",")
 	}
+	info.Node, info.Role, info.UsedBy = sec.Labels[NodeLabel], sec.Labels[RoleLabel], sec.Annotations[UsedByAnnotation]
 	return info, true
 }
 

@@ -25,7 +25,10 @@ var examples = map[string]string{
   kjoin nodes w1 -o jsonpath='{.items[0].kubeletVersion}'`,
 	"kjoin token create": `  kjoin token create --print-join-command                  # a worker join command
   kjoin token create --print-join-command --control-plane  # uploads the certificates too
-  kjoin token create --ttl 1h --description "rack 7"`,
+  kjoin token create --ttl 1h --description "rack 7"
+  kjoin token create --node w7 --print-join-string          # joins w7 once (kjoin approver approves it)`,
+	"kjoin approver": `  kjoin approver                               # on a control plane, until stopped
+  systemd-run --unit kjoin-approver kjoin approver   # as a transient service`,
 	"kjoin token list": `  kjoin token list -o wide
   kjoin token list -o jsonpath='{range .items[*]}{.id}{"\n"}{end}'`,
 	"kjoin token delete":   `  kjoin token delete abcdef`,

@@ -127,7 +127,7 @@ func newRootCmd(deps *Deps, g *Globals) *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return operr.Wrap(operr.Usage, err, "", "see kjoin --help")
 	})
-	root.AddCommand(NewCmdJoin(deps, g, nil), NewCmdToken(deps, g), NewCmdUploadCerts(deps, g), NewCmdCerts(deps, g), NewCmdReset(deps, g), NewCmdLeave(deps, g), NewCmdEndpoint(deps, g),
+	root.AddCommand(NewCmdJoin(deps, g, nil), NewCmdToken(deps, g), NewCmdUploadCerts(deps, g), NewCmdCerts(deps, g), NewCmdReset(deps, g), NewCmdLeave(deps, g), NewCmdEndpoint(deps, g), NewCmdApprover(deps, g),
 		NewCmdVerify(deps, g), NewCmdDiagnose(deps, g), NewCmdNodes(deps, g), NewCmdVersion(deps, g), NewCmdConfig(deps, g),
 		&cobra.Command{Use: "exit-codes", Short: "What kjoin's exit codes mean (kjoin help exit-codes)",
 			Long: "kjoin exits with one of these codes (the same in --output json's error.code):\n\n" + operr.TextTable()})

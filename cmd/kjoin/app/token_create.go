@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"kjoin.dev/kjoin/approver"
 	"kjoin.dev/kjoin/certs"
 	cc "kjoin.dev/kjoin/clusterconfig"
 	"kjoin.dev/kjoin/discovery"
@@ -37,8 +38,13 @@ type TokenCreateOptions struct {
 	PrintJoinCommand bool
 	// PrintJoinString prints the join as one checked string (package joinstring).
 	PrintJoinString bool
-	ControlPlane    bool
-	Format          string
+	// Node binds the token to one node: kjoin's approver approves one CSR made with it, for
+	// that name (with ControlPlane: a control plane's).
+	Node         string
+	ControlPlane bool
+	Format       string
+	// GroupsSet: --groups was given (not its default).
+	GroupsSet bool
 	// AllowNodeReplace lets nodes delete their own Node (kjoin join --replace).
 	AllowNodeReplace bool
 }
@@ -76,6 +82,7 @@ func newCmdTokenCreate(deps *Deps, g *Globals) *cobra.Command {
 			if len(args) == 1 {
 				o.Token = args[0]
 			}
+			o.GroupsSet = cmd.Flags().Changed("groups")
 			return runTokenCreate(cmd.Context(), deps, o)
 		},
 	}
@@ -86,6 +93,7 @@ func newCmdTokenCreate(deps *Deps, g *Globals) *cobra.Command {
 	f.StringSliceVar(&o.Groups, "groups", []string{token.DefaultGroup}, "extra groups the token authenticates as")
 	f.StringVar(&o.Description, "description", "", "human description")
 	f.BoolVar(&o.PrintJoinCommand, "print-join-command", false, "print the full join command")
+	f.StringVar(&o.Node, "node", "", "bind the token to one node: it joins that machine, under that name, once (kjoin's approver, kjoin approver on a control plane, approves its one CSR; the controller-manager never does); with --control-plane, a control plane's")
 	f.BoolVar(&o.PrintJoinString, "print-join-string", false, "print the join as one string with checksums (endpoint, CA pins, token and with --control-plane the certificate key) for kjoin join --join-string-file")
 	f.BoolVar(&o.ControlPlane, "control-plane", false, "also upload the control-plane certificates with a fresh key and print the control-plane join command")
 	f.StringVar(&o.Format, "format", "kjoin", "join command for: kjoin or kubeadm")
@@ -102,6 +110,12 @@ func runTokenCreate(ctx context.Context, deps *Deps, o *TokenCreateOptions) erro
 		return usage("--ttl %q is not a duration (e.g. 24h, 90m, 0)", o.TTL)
 	}
 	spec := &token.Spec{TTL: ttl, Usages: o.Usages, Groups: o.Groups, Description: o.Description}
+	if o.Node != "" {
+		if o.GroupsSet {
+			return usage("--groups is not for a token bound to a node (--node): its groups are %s", strings.Join((&token.Spec{ControlPlane: o.ControlPlane}).BoundGroups(), ","))
+		}
+		spec.Groups, spec.Node, spec.ControlPlane = nil, o.Node, o.ControlPlane
+	}
 	if o.Token != "" {
 		if spec.Token, err = token.Parse(o.Token); err != nil {
 			return operr.Wrap(operr.Usage, err, "invalid token", "tokens look like abcdef.0123456789abcdef; kjoin token generate prints one")
@@ -121,7 +135,7 @@ func runTokenCreate(ctx context.Context, deps *Deps, o *TokenCreateOptions) erro
 	if ttl == 0 {
 		warn("--ttl 0: this token never expires; anyone who obtains it can join nodes until you delete it (kjoin token delete %s)", spec.Token.ID)
 	}
-	if !slices.Contains(o.Groups, token.DefaultGroup) && slices.Contains(o.Usages, "authentication") {
+	if o.Node == "" && !slices.Contains(o.Groups, token.DefaultGroup) && slices.Contains(o.Usages, "authentication") {
 		warn("the token is not in group %s, which kubeadm's join RBAC (CSR creation and auto-approval, reading kubelet-config and kubeadm-certs) is bound to; joins with it will fail unless you bound your groups yourself", token.DefaultGroup)
 	}
 	ac, err := newAdminClient(deps, &o.AdminOptions)
@@ -148,6 +162,15 @@ func runTokenCreate(ctx context.Context, deps *Deps, o *TokenCreateOptions) erro
 		}
 		ji.CertificateKey, ji.CertificateKeyExpires = key, &exp
 	}
+	if o.Node != "" {
+		created, err := approver.EnsureBoundRBAC(ctx, ac.client)
+		if err != nil {
+			return fmt.Errorf("no token was created: %w", apiError(err, "create", "role bindings"))
+		}
+		for _, b := range created {
+			fmt.Fprintf(deps.Err, "Created binding %s for tokens bound to a node.\n", b)
+		}
+	}
 	info, err := token.Create(ctx, ac.client, spec, now)
 	if apierrors.IsAlreadyExists(err) {
 		return operr.Newf(operr.Usage, "a token with id %q already exists", spec.Token.ID).
@@ -167,6 +190,9 @@ func runTokenCreate(ctx context.Context, deps *Deps, o *TokenCreateOptions) erro
 		if created {
 			fmt.Fprintf(deps.Err, "Created ClusterRole and ClusterRoleBinding %s: a node may now delete its own Node object (kjoin join --replace); kubectl delete clusterrolebinding %s takes it back.\n", tlsbootstrap.ReplaceSelf, tlsbootstrap.ReplaceSelf)
 		}
+	}
+	if o.Node != "" {
+		warn("the token is bound to node %s: it joins that machine once, under that name, and only while kjoin's approver runs on a control plane (kjoin approver); the join waits for its approval", o.Node)
 	}
 	if ji == nil {
 		if !o.g.Output.Text() {

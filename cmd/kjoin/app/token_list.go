@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
@@ -52,6 +53,10 @@ func runTokenList(ctx context.Context, deps *Deps, o *TokenListOptions) error {
 		return printResult(deps, o.g, list, nil)
 	}
 	head := []string{"TOKEN", "EXPIRES", "USAGES", "GROUPS"}
+	bound := slices.ContainsFunc(list.Items, func(t output.Token) bool { return t.Node != "" })
+	if bound {
+		head = append(head, "BOUND TO")
+	}
 	if o.g.Output.Wide() {
 		head = append(head, "ID", "DESCRIPTION")
 	}
@@ -65,6 +70,16 @@ func runTokenList(ctx context.Context, deps *Deps, o *TokenListOptions) error {
 			}
 		}
 		cells := []string{t.Token, exp, strings.Join(t.Usages, ","), dash(strings.Join(t.Groups, ","))}
+		if bound {
+			state := "-"
+			if t.Node != "" {
+				state = t.Node + " (" + t.Role + ", unused)"
+				if t.UsedBy != "" {
+					state = t.Node + " (" + t.Role + ", used by CSR " + t.UsedBy + ")"
+				}
+			}
+			cells = append(cells, state)
+		}
 		if o.g.Output.Wide() {
 			cells = append(cells, t.ID, dash(t.Description))
 		}
@@ -76,5 +91,5 @@ func runTokenList(ctx context.Context, deps *Deps, o *TokenListOptions) error {
 // tokenOf is a token as every command prints it.
 func tokenOf(t token.Info, now time.Time) output.Token {
 	return output.Token{Token: t.Token.Full(), ID: t.ID, Expires: t.Expires, Expired: t.Expires != nil && !now.Before(*t.Expires),
-		Usages: t.Usages, Groups: t.Groups, Description: t.Description}
+		Usages: t.Usages, Groups: t.Groups, Description: t.Description, Node: t.Node, Role: t.Role, UsedBy: t.UsedBy}
 }
