@@ -92,7 +92,7 @@ func TestDistPackage(t *testing.T) {
 	}
 	contents := run(repo, "dpkg-deb", "-c", deb)
 	for _, f := range []string{"./usr/bin/kjoin", "./usr/share/man/man1/kjoin-join.1.gz", "./usr/share/doc/kjoin/copyright", "./usr/share/doc/kjoin/changelog.gz",
-		"./usr/lib/systemd/system/kubelet.service.d/10-kjoin.conf", "./usr/share/kjoin/kubelet.service", "./etc/kubernetes/manifests/"} {
+		"./usr/lib/systemd/system/kubelet.service.d/10-kjoin.conf", "./usr/share/kjoin/kubelet.service", "./usr/lib/systemd/system/kjoin-approver.service", "./etc/kubernetes/manifests/"} {
 		if !strings.Contains(contents, f) {
 			t.Errorf("the package lacks %s", f)
 		}

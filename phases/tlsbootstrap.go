@@ -71,6 +71,7 @@ func runTLSBootstrap(ctx context.Context, e *host.Env, s *State) error {
 			e.Debugf("tls-bootstrap", f, a...)
 			e.Note("tls-bootstrap", fmt.Sprintf(f, a...)) // the wait line says why it still waits
 		},
+		Announce: func(f string, a ...any) { e.Logf("tls-bootstrap", f, a...) },
 	}
 	// Resume a CSR an interrupted run created: its key was kept on the node until issued.
 	csrName := resumableCSR(ctx, e, s, &req)
@@ -101,7 +102,7 @@ func runTLSBootstrap(ctx context.Context, e *host.Env, s *State) error {
 	}
 	e.At("tls-bootstrap/csr-created")
 	s.NodeKey, s.CSRName = req.Key, csrName
-	waited := e.Waiting("tls-bootstrap", "CSR "+csrName+" to be approved (kubeadm's auto-approval in the controller-manager) and signed", s.Opts.Timeouts.TLSBootstrap)
+	waited := e.Waiting("tls-bootstrap", "CSR "+csrName+" to be approved and signed", s.Opts.Timeouts.TLSBootstrap)
 	issued, err := tlsbootstrap.Wait(ctx, req, csrName)
 	waited()
 	if err != nil {

@@ -52,6 +52,9 @@ type Request struct {
 	Clock    clock.Clock
 	// Logf receives progress lines; may be nil.
 	Logf func(format string, args ...any)
+	// Announce prints a line the operator must see whatever the verbosity (nil: Logf), such as
+	// who decides on the CSR when the token is bound to this node.
+	Announce func(format string, a ...any)
 }
 
 // Issued is a signed certificate.
@@ -322,7 +325,11 @@ func Wait(ctx context.Context, r Request, name string) (*Issued, error) {
 		case err == nil:
 			if !bound && slices.Contains(csr.Spec.Groups, token.BoundGroup) {
 				bound = true
-				r.Logf("the token is bound to this node (group %s): kjoin's approver, not the controller-manager, decides on CSR %s; waiting for it", token.BoundGroup, name)
+				announce := r.Announce
+				if announce == nil {
+					announce = r.Logf
+				}
+				announce("the token is bound to this node (group %s): kjoin's approver, not the controller-manager, decides on CSR %s; waiting for it", token.BoundGroup, name)
 			}
 			if done, err := check(csr); done {
 				if err != nil {

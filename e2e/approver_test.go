@@ -1,0 +1,222 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"kjoin.dev/kjoin/approver"
+	"kjoin.dev/kjoin/e2e/framework"
+	"kjoin.dev/kjoin/e2e/lab"
+	"kjoin.dev/kjoin/output"
+)
+
+// startApprover runs kjoin approver on cp1 as a transient systemd service (resync 2 s, so a
+// used token goes within seconds of its node's registration), stopped when the test ends.
+func startApprover(t *testing.T, c *framework.Cluster, unit string) (stop func()) {
+	t.Helper()
+	c.MustRun(t, "cp1", "systemd-run", "--unit", unit, "kjoin", "approver", "--resync", "2s")
+	stopped := false
+	stop = func() {
+		if !stopped {
+			stopped = true
+			c.Run(t, "cp1", "systemctl", "stop", unit)
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// boundToken creates a token bound to node on cp1 and returns its join string and ID.
+func boundToken(t *testing.T, c *framework.Cluster, node string, extra ...string) (joinString, id string) {
+	t.Helper()
+	r := c.MustRun(t, "cp1", append([]string{"kjoin", "token", "create", "--node", node, "--print-join-string", "-o", "json"}, extra...)...)
+	ji := decodeAnswer[output.JoinCommand](t, r)
+	return ji.JoinString, strings.SplitN(ji.Token, ".", 2)[0]
+}
+
+// joinWith joins host with a join string on standard input (JSON answer).
+func joinWith(t *testing.T, c *framework.Cluster, host, js string, extra ...string) lab.Result {
+	t.Helper()
+	argv := append([]string{"kjoin", "join", "--join-string-file", "-", "-o", "json"}, extra...)
+	r := c.ExecEnv(context.Background(), host, nil, strings.NewReader(js+"\n"), argv...)
+	t.Logf("%s$ %s  (exit %d, %s)", host, strings.Join(argv, " "), r.ExitCode, r.Duration.Round(time.Millisecond))
+	return r
+}
+
+// csrOfToken is the one CSR sent with bootstrap token id.
+func csrOfToken(t *testing.T, c *framework.Cluster, id string) *certificatesv1.CertificateSigningRequest {
+	t.Helper()
+	l, err := c.Client.CertificatesV1().CertificateSigningRequests().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mine []*certificatesv1.CertificateSigningRequest
+	for i := range l.Items {
+		if l.Items[i].Spec.Username == "system:bootstrap:"+id {
+			mine = append(mine, &l.Items[i])
+		}
+	}
+	if len(mine) != 1 {
+		t.Fatalf("want one CSR sent with token %s, have %d", id, len(mine))
+	}
+	return mine[0]
+}
+
+// decisions are a CSR's Approved and Denied conditions, as "Type/Reason".
+func decisions(csr *certificatesv1.CertificateSigningRequest) []string {
+	var out []string
+	for _, c := range csr.Status.Conditions {
+		if c.Type == certificatesv1.CertificateApproved || c.Type == certificatesv1.CertificateDenied {
+			out = append(out, string(c.Type)+"/"+c.Reason)
+		}
+	}
+	return out
+}
+
+func tokenGone(c *framework.Cluster, id string, within time.Duration) error {
+	return wait.PollUntilContextTimeout(context.Background(), time.Second, within, true, func(ctx context.Context) (bool, error) {
+		_, err := c.Client.CoreV1().Secrets("kube-system").Get(ctx, "bootstrap-token-"+id, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+}
+
+// TestBoundTokens: tokens bound to one node, decided by kjoin's approver on real
+// components. A bound token joins its node (the approver's reason on the very CSR) and is gone
+// afterwards; used again it fails; used on another machine under another name its CSR is
+// denied, no certificate issued, the token deleted; with the approver stopped a bound
+// token's CSR stays pending (the controller-manager never approves it) and the join waits,
+// then completes when the approver starts; two approvers at once decide once; a control
+// plane joins with a bound token.
+func TestBoundTokens(t *testing.T) {
+	c := framework.Get(t)
+	ctx := context.Background()
+	stop := startApprover(t, c, "kjoin-approver")
+
+	t.Run("a bound token joins its node once", func(t *testing.T) {
+		c.Host(t, "w1")
+		js, id := boundToken(t, c, "w1")
+		r := joinWith(t, c, "w1", js)
+		out := parseJoinJSON(t, r)
+		if r.ExitCode != 0 {
+			c.DumpLogs(t, "w1")
+			t.Fatalf("join: exit %d %s\n%s", r.ExitCode, r.Stdout, tail(r.Stderr, 20))
+		}
+		csr := csrOfToken(t, c, id)
+		if csr.Name != out.CSR || strings.Join(decisions(csr), ",") != "Approved/"+approver.ReasonApproved || len(csr.Status.Certificate) == 0 {
+			t.Errorf("CSR %s (the join's: %s): decisions %v, issued %v", csr.Name, out.CSR, decisions(csr), len(csr.Status.Certificate) > 0)
+		}
+		c.WaitNodeCondition(t, "w1", corev1.NodeReady, corev1.ConditionTrue, time.Minute)
+		if err := tokenGone(c, id, time.Minute); err != nil {
+			t.Errorf("bound token %s still exists a minute after w1 registered", id)
+		}
+		// Used again, on another machine: the token is gone, the join fails, nothing registers.
+		c.Host(t, "w2")
+		again := joinWith(t, c, "w2", js, "--wait=none")
+		if again.ExitCode == 0 {
+			t.Errorf("the used token joined w2: %s", again.Stdout)
+		}
+		if _, err := c.Client.CoreV1().Nodes().Get(ctx, "w2", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("Node w2 exists after a join with a used token: %v", err)
+		}
+	})
+
+	t.Run("a bound token used under another name is denied and deleted", func(t *testing.T) {
+		c.Host(t, "w3")
+		js, id := boundToken(t, c, "w4") // made for w4, used by w3
+		r := joinWith(t, c, "w3", js, "--wait=none")
+		out := parseJoinJSON(t, r)
+		if r.ExitCode == 0 || out.Error == nil || !strings.Contains(out.Error.Message, approver.ReasonNotForNode) {
+			t.Errorf("exit %d, error %+v: want the denial, reason %s", r.ExitCode, out.Error, approver.ReasonNotForNode)
+		}
+		csr := csrOfToken(t, c, id)
+		if strings.Join(decisions(csr), ",") != "Denied/"+approver.ReasonNotForNode || len(csr.Status.Certificate) != 0 {
+			t.Errorf("CSR %s: decisions %v, issued %v; want denied, no certificate", csr.Name, decisions(csr), len(csr.Status.Certificate) > 0)
+		}
+		if err := tokenGone(c, id, 10*time.Second); err != nil {
+			t.Errorf("the leaked token %s was not deleted", id)
+		}
+	})
+
+	t.Run("with the approver stopped the join waits, then completes", func(t *testing.T) {
+		c.Host(t, "w4")
+		stop()
+		js, id := boundToken(t, c, "w4")
+		done := make(chan lab.Result, 1)
+		go func() { done <- joinWith(t, c, "w4", js) }()
+		var csr *certificatesv1.CertificateSigningRequest
+		if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+			l, err := c.Client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, nil
+			}
+			for i := range l.Items {
+				if l.Items[i].Spec.Username == "system:bootstrap:"+id {
+					csr = &l.Items[i]
+				}
+			}
+			return csr != nil, nil
+		}); err != nil {
+			t.Fatalf("the join made no CSR with token %s", id)
+		}
+		time.Sleep(15 * time.Second) // the controller-manager approves kubeadm's tokens' CSRs within a second
+		if now := csrOfToken(t, c, id); len(decisions(now)) != 0 {
+			t.Fatalf("CSR %s was decided with the approver stopped: %v", now.Name, decisions(now))
+		}
+		select {
+		case r := <-done:
+			t.Fatalf("the join ended while its CSR was pending: exit %d %s", r.ExitCode, r.Stdout)
+		default:
+		}
+		startApprover(t, c, "kjoin-approver-again")
+		var r lab.Result
+		select {
+		case r = <-done:
+		case <-time.After(3 * time.Minute):
+			t.Fatal("the join did not finish after the approver started")
+		}
+		if r.ExitCode != 0 || !strings.Contains(r.Stderr, "kjoin's approver, not the controller-manager, decides") {
+			t.Errorf("join: exit %d %s\n%s", r.ExitCode, r.Stdout, tail(r.Stderr, 20))
+		}
+		if got := decisions(csrOfToken(t, c, id)); strings.Join(got, ",") != "Approved/"+approver.ReasonApproved {
+			t.Errorf("CSR %s: %v", csr.Name, got)
+		}
+	})
+
+	t.Run("two approvers at once decide once; a control plane joins with a bound token", func(t *testing.T) {
+		startApprover(t, c, "kjoin-approver-two")
+		c.Host(t, "cp2")
+		js, id := boundToken(t, c, "cp2", "--control-plane")
+		r := joinWith(t, c, "cp2", js, "--apiserver-advertise-address", c.Hosts["cp2"].IP)
+		if r.ExitCode != 0 {
+			c.DumpLogs(t, "cp2")
+			t.Fatalf("control-plane join: exit %d %s\n%s", r.ExitCode, r.Stdout, tail(r.Stderr, 20))
+		}
+		csr := csrOfToken(t, c, id)
+		if got := decisions(csr); strings.Join(got, ",") != "Approved/"+approver.ReasonApproved {
+			t.Errorf("CSR %s: decisions %v, want one approval", csr.Name, got)
+		}
+		// Each approver's journal: one of them approved it.
+		n := 0
+		for _, unit := range []string{"kjoin-approver-again", "kjoin-approver-two"} {
+			n += strings.Count(c.MustRun(t, "cp1", "journalctl", "-u", unit, "--no-pager", "-o", "cat").Stdout, fmt.Sprintf("approved CSR %s:", csr.Name))
+		}
+		if n != 1 {
+			t.Errorf("CSR %s approved %d times in the approvers' journals, want once", csr.Name, n)
+		}
+		assertEtcdVoters(t, c, 2)
+		if err := tokenGone(c, id, time.Minute); err != nil {
+			t.Errorf("bound token %s still exists a minute after cp2 registered", id)
+		}
+	})
+}
