@@ -93,7 +93,13 @@ func decided(csr *certificatesv1.CertificateSigningRequest) bool {
 func (a *Approver) Handle(ctx context.Context, csr *certificatesv1.CertificateSigningRequest) error {
 	secrets := a.Client.CoreV1().Secrets(metav1.NamespaceSystem)
 	csrs := a.Client.CertificatesV1().CertificateSigningRequests()
-	if _, ours := tokenID(csr); !ours || decided(csr) {
+	if decided(csr) {
+		return nil
+	}
+	if csr.Spec.SignerName == certificatesv1.KubeletServingSignerName {
+		return a.handleServing(ctx, csr)
+	}
+	if _, ours := tokenID(csr); !ours {
 		return nil
 	}
 	for attempt := 0; ; attempt++ {
@@ -151,7 +157,7 @@ func (a *Approver) decide(ctx context.Context, csr *certificatesv1.CertificateSi
 	cond := certificatesv1.CertificateSigningRequestCondition{Type: certificatesv1.CertificateDenied, Status: corev1.ConditionTrue,
 		Reason: v.Reason, Message: v.Message, LastUpdateTime: metav1.NewTime(a.Clock.Now())}
 	if v.Approve {
-		if secret.Annotations[token.UsedByAnnotation] != csr.Name {
+		if secret != nil && secret.Annotations[token.UsedByAnnotation] != csr.Name {
 			claimed := secret.DeepCopy()
 			if claimed.Annotations == nil {
 				claimed.Annotations = map[string]string{}
@@ -181,6 +187,35 @@ func (a *Approver) decide(ctx context.Context, csr *certificatesv1.CertificateSi
 		a.Logf("deleted bound token %s: it was used for a request not its node's", v.TokenID)
 	}
 	return nil
+}
+
+// handleServing decides on a kubelet serving CSR against its Node as the API server has it
+// now; a conflict (another approver decided) is read again.
+func (a *Approver) handleServing(ctx context.Context, csr *certificatesv1.CertificateSigningRequest) error {
+	csrs := a.Client.CertificatesV1().CertificateSigningRequests()
+	for attempt := 0; ; attempt++ {
+		fresh, err := csrs.Get(ctx, csr.Name, metav1.GetOptions{})
+		if err != nil {
+			return client(err)
+		}
+		if csr = fresh; decided(csr) {
+			return nil
+		}
+		var node *corev1.Node
+		if name := NodeOfServingCSR(csr); name != "" {
+			n, err := a.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			switch {
+			case err == nil:
+				node = n
+			case !apierrors.IsNotFound(err):
+				return fmt.Errorf("read Node %s: %w", name, err)
+			}
+		}
+		err = a.decide(ctx, csr, nil, DecideServing(csr, node))
+		if !apierrors.IsConflict(err) || attempt == 3 {
+			return err
+		}
+	}
 }
 
 // Sweep deletes each used bound token whose CSR was issued and whose node has registered

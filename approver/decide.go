@@ -1,6 +1,7 @@
 // Package approver is kjoin's certificate approver: it decides on the kubelet client CSRs
 // made with tokens bound to one node (kjoin token create --node), which no binding of
-// kubeadm's lets the controller-manager approve. A bound token joins one machine, as its
+// kubeadm's lets the controller-manager approve, and on kubelet serving CSRs (a node asking
+// for a certificate for its own names and addresses). A bound token joins one machine, as its
 // node, once: its first CSR for that node's identity is approved and the token claimed; any
 // other is denied with the reason, and a token used for another name is deleted (it leaked).
 // It runs on control planes (kjoin approver), needs no container image, and any number of
@@ -110,17 +111,26 @@ func check(csr *certificatesv1.CertificateSigningRequest, node string) []string 
 			problems = append(problems, fmt.Sprintf("asks for the usage %q", u))
 		}
 	}
+	if p := keyProblem(req); p != "" {
+		problems = append(problems, p)
+	}
+	return problems
+}
+
+// keyProblem says what is wrong with a request's key ("": nothing): ECDSA P-256 or P-384, or
+// RSA of 2048 bits or more.
+func keyProblem(req *x509.CertificateRequest) string {
 	switch k := req.PublicKey.(type) {
 	case *ecdsa.PublicKey:
 		if k.Curve != elliptic.P256() && k.Curve != elliptic.P384() {
-			problems = append(problems, "has an ECDSA key on a curve other than P-256 or P-384")
+			return "has an ECDSA key on a curve other than P-256 or P-384"
 		}
 	case *rsa.PublicKey:
 		if k.N.BitLen() < 2048 {
-			problems = append(problems, fmt.Sprintf("has a %d-bit RSA key (at least 2048)", k.N.BitLen()))
+			return fmt.Sprintf("has a %d-bit RSA key (at least 2048)", k.N.BitLen())
 		}
 	default:
-		problems = append(problems, fmt.Sprintf("has a %T key (ECDSA P-256/P-384 or RSA of 2048 bits or more)", req.PublicKey))
+		return fmt.Sprintf("has a %T key (ECDSA P-256/P-384 or RSA of 2048 bits or more)", req.PublicKey)
 	}
-	return problems
+	return ""
 }

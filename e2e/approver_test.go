@@ -4,7 +4,17 @@ package e2e
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"net"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +24,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"kjoin.dev/kjoin/approver"
 	"kjoin.dev/kjoin/e2e/framework"
@@ -91,13 +103,37 @@ func tokenGone(c *framework.Cluster, id string, within time.Duration) error {
 	})
 }
 
+// nodeClient is a client that talks to the API server as host's node (its kubelet's client
+// certificate, read from the host).
+func nodeClient(t *testing.T, c *framework.Cluster, host string) kubernetes.Interface {
+	t.Helper()
+	pair, err := os.ReadFile(c.HostPath(host, "/var/lib/kubelet/pki/kubelet-client-current.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	caPEM, err := c.ReadFile("cp1", "/etc/kubernetes/pki/ca.crt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &rest.Config{Host: "https://" + net.JoinHostPort(c.Hosts["cp1"].IP, strconv.Itoa(lab.APIPort)),
+		TLSClientConfig: rest.TLSClientConfig{CertData: pair, KeyData: pair, CAData: caPEM, ServerName: lab.ControlPlaneName}}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
 // TestBoundTokens: tokens bound to one node, decided by kjoin's approver on real
 // components. A bound token joins its node (the approver's reason on the very CSR) and is gone
 // afterwards; used again it fails; used on another machine under another name its CSR is
 // denied, no certificate issued, the token deleted; with the approver stopped a bound
 // token's CSR stays pending (the controller-manager never approves it) and the join waits,
-// then completes when the approver starts; two approvers at once decide once; a control
-// plane joins with a bound token.
+// then completes when the approver starts; a worker joined with
+// --kubelet-serving-certificates gets a serving certificate the approver approved for its own
+// addresses, which a client trusting only the cluster CA accepts, verify passes it and kubectl
+// logs works, while a serving CSR the node sends for an address it does not have is denied;
+// two approvers at once decide once; a control plane joins with a bound token.
 func TestBoundTokens(t *testing.T) {
 	c := framework.Get(t)
 	ctx := context.Background()
@@ -190,6 +226,111 @@ func TestBoundTokens(t *testing.T) {
 		}
 		if got := decisions(csrOfToken(t, c, id)); strings.Join(got, ",") != "Approved/"+approver.ReasonApproved {
 			t.Errorf("CSR %s: %v", csr.Name, got)
+		}
+	})
+
+	t.Run("kubelet serving certificates: approved for the node's own addresses, verified against the CA", func(t *testing.T) {
+		startApprover(t, c, "kjoin-approver-serving")
+		h := c.Host(t, "w5")
+		if r := kjoinJoin(t, c, "w5", "--kubelet-serving-certificates"); r.Err != nil {
+			t.Fatal(r.Error())
+		}
+		c.WaitNodeCondition(t, "w5", corev1.NodeReady, corev1.ConditionTrue, time.Minute)
+		// The kubelet's serving CSR, decided by kjoin's approver.
+		var serving *certificatesv1.CertificateSigningRequest
+		if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+			l, err := c.Client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, nil
+			}
+			for i := range l.Items {
+				if x := &l.Items[i]; x.Spec.SignerName == certificatesv1.KubeletServingSignerName && x.Spec.Username == "system:node:w5" && len(x.Status.Certificate) > 0 {
+					serving = x
+				}
+			}
+			return serving != nil, nil
+		}); err != nil {
+			t.Fatalf("no issued kubelet serving CSR of w5: %v", err)
+		}
+		if got := strings.Join(decisions(serving), ","); got != "Approved/"+approver.ReasonServingApproved {
+			t.Errorf("serving CSR %s: %s", serving.Name, got)
+		}
+		// The kubelet serves it: a TLS client that trusts only the cluster CA and checks w5's
+		// address accepts it.
+		caPEM, err := c.ReadFile("cp1", "/etc/kubernetes/pki/ca.crt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		roots := x509.NewCertPool()
+		roots.AppendCertsFromPEM(caPEM)
+		var lastErr error
+		if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(context.Context) (bool, error) {
+			conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 3 * time.Second}, "tcp", net.JoinHostPort(h.IP, "10250"), &tls.Config{RootCAs: roots, ServerName: h.IP})
+			if lastErr = err; err != nil {
+				return false, nil
+			}
+			conn.Close()
+			return true, nil
+		}); err != nil {
+			t.Fatalf("w5's kubelet does not serve a certificate the cluster CA verifies for %s: %v", h.IP, lastErr)
+		}
+		out := decodeAnswer[output.VerifyReport](t, c.MustRun(t, "cp1", "kjoin", "verify", "w5", "-o", "json"))
+		found := false
+		for _, ch := range out.Checks {
+			if ch.ID == "node.serving-cert" {
+				found = true
+				if ch.Status != "pass" {
+					t.Errorf("verify's node.serving-cert of w5: %+v", ch)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("verify has no node.serving-cert check: %+v", out.Checks)
+		}
+		// kubectl logs of a pod on w5 goes through that kubelet.
+		pod := pausePod(c, "w5")
+		pod.Name = "serving-logs"
+		if _, err := c.Client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = c.Client.CoreV1().Pods("default").Delete(context.Background(), "serving-logs", metav1.DeleteOptions{})
+		})
+		if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+			p, err := c.Client.CoreV1().Pods("default").Get(ctx, "serving-logs", metav1.GetOptions{})
+			return err == nil && p.Status.Phase == corev1.PodRunning, nil
+		}); err != nil {
+			t.Fatalf("pod serving-logs does not run on w5: %v", err)
+		}
+		if r := c.Kubectl(ctx, "logs", "-n", "default", "serving-logs"); r.Err != nil {
+			t.Errorf("kubectl logs of a pod on w5: %v", r.Error())
+		}
+		// A serving CSR, sent as w5 itself, for an address w5 does not have: denied.
+		asNode := nodeClient(t, c, "w5")
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "system:node:w5", Organization: []string{"system:nodes"}},
+			DNSNames: []string{"w5"}, IPAddresses: []net.IP{net.ParseIP(h.IP), net.ParseIP("10.77.0.250")}}, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad, err := asNode.CertificatesV1().CertificateSigningRequests().Create(ctx, &certificatesv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{GenerateName: "w5-foreign-address-"},
+			Spec: certificatesv1.CertificateSigningRequestSpec{Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), SignerName: certificatesv1.KubeletServingSignerName,
+				Usages: []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+			now, err := c.Client.CertificatesV1().CertificateSigningRequests().Get(ctx, bad.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			bad = now
+			return len(decisions(now)) > 0, nil
+		}); err != nil {
+			t.Fatalf("CSR %s was never decided", bad.Name)
+		}
+		if got := strings.Join(decisions(bad), ","); got != "Denied/"+approver.ReasonServingDenied || len(bad.Status.Certificate) != 0 || !strings.Contains(bad.Status.Conditions[0].Message, "10.77.0.250") {
+			t.Errorf("CSR %s for a foreign address: %s %+v", bad.Name, got, bad.Status.Conditions)
 		}
 	})
 

@@ -127,6 +127,10 @@ type Env struct {
 	// EtcdPeer reports whether something answers at an etcd peer URL (etcd.DialPeer; nil:
 	// the same). Joins and diagnose use it to prove a member dead.
 	EtcdPeer etcd.PeerProbe
+	// PeerCertificates returns the certificate chain a TLS server presents at addr (host:port),
+	// unverified: the caller verifies it (verify checks kubelets' serving certificates). Nil:
+	// not available.
+	PeerCertificates func(ctx context.Context, addr string) ([]*x509.Certificate, error)
 }
 
 // Process is a host process: its ID and command line.

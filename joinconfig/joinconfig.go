@@ -74,6 +74,9 @@ type Flags struct {
 	// control plane's peer URL); RemoveDeadLearners removes etcd learners left by failed joins.
 	Replace            bool
 	RemoveDeadLearners bool
+	// KubeletServingCertificates: the kubelet asks for a serving certificate signed by the
+	// cluster CA (serverTLSBootstrap), for kjoin's approver to approve.
+	KubeletServingCertificates bool
 	// Changed reports whether a flag was set on the command line (nil: none was).
 	Changed func(name string) bool
 }
@@ -138,7 +141,7 @@ func Resolve(f Flags, src Sources, phaseNames []string) (*Result, error) {
 	v := &validator{}
 	res := &Result{Options: phases.Options{
 		Timeouts: phases.DefaultTimeouts(), WaitReady: f.WaitReady, WaitReadyTimeout: f.WaitReadyTimeout,
-		Replace: f.Replace, RemoveDeadLearners: f.RemoveDeadLearners,
+		Replace: f.Replace, RemoveDeadLearners: f.RemoveDeadLearners, KubeletServingCertificates: f.KubeletServingCertificates,
 		ReadyGrace: 15 * time.Second, IgnorePreflight: map[string]bool{},
 	}}
 	in := v.fromFlags(f, src, &res.Options)

@@ -47,6 +47,18 @@ func Config(clusterConfig []byte, criSocket string, resolvedActive bool, patch f
 	return yaml.Marshal(m)
 }
 
+// WithServingCertificates sets serverTLSBootstrap in a KubeletConfiguration document: the
+// kubelet then asks the cluster for its serving certificate (kubelet-serving signer) instead
+// of signing one itself.
+func WithServingCertificates(doc []byte) ([]byte, error) {
+	var m map[string]any
+	if err := yaml.Unmarshal(doc, &m); err != nil || m == nil {
+		return nil, fmt.Errorf("the KubeletConfiguration does not parse: %v", err)
+	}
+	m["serverTLSBootstrap"] = true
+	return yaml.Marshal(m)
+}
+
 // InstanceConfig renders /var/lib/kubelet/instance-config.yaml, byte for byte as kubeadm.
 func InstanceConfig(criSocket string) []byte {
 	return fmt.Appendf(nil, "containerRuntimeEndpoint: %q\n", criSocket)

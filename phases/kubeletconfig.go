@@ -23,7 +23,7 @@ import (
 // instance-config.yaml and kubeadm-flags.env.
 //
 //	Reads:  s.BootstrapClient, s.Opts (CRISocket, NodeName, ControlPlane, Taints, KubeletExtraArgs, PatchesDir,
-//	        Timeouts)
+//	        KubeletServingCertificates, Timeouts)
 //	Writes: /var/lib/kubelet/{config.yaml,instance-config.yaml,kubeadm-flags.env} (with kjoin's
 //	        node label, kubelet.JoinedByLabel, on a first join), and beside
 //	        them the static-pod directory (staticPodPath) where it is missing
@@ -60,7 +60,11 @@ func runKubeletConfig(ctx context.Context, e *host.Env, s *State) error {
 	}
 	_, resolvedErr := e.Exec.Run(ctx, "systemctl", "is-active", "--quiet", "systemd-resolved")
 	cfg, err := kubelet.Config([]byte(raw), s.Opts.CRISocket, resolvedErr == nil, func(doc []byte) ([]byte, error) {
-		return set.Apply("kubeletconfiguration", doc)
+		doc, err := set.Apply("kubeletconfiguration", doc)
+		if err != nil || !s.Opts.KubeletServingCertificates {
+			return doc, err
+		}
+		return kubelet.WithServingCertificates(doc)
 	})
 	if err != nil {
 		return operr.Wrap(operr.Other, err, "cannot render the kubelet configuration", "")

@@ -2,6 +2,7 @@ package phases
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -40,6 +41,29 @@ func TestKubeletConfigAppliesOnlyKubeletPatches(t *testing.T) {
 	flags, _ := h.env.ReadFile(host.KubeletFlagsPath)
 	if !strings.Contains(string(flags), "--register-with-taints=dedicated=gpu:NoSchedule") {
 		t.Errorf("kubeadm-flags.env: %s", flags)
+	}
+}
+
+// --kubelet-serving-certificates turns on serverTLSBootstrap, after the operator's patches (a
+// patch saying otherwise loses); without it config.yaml holds the cluster's choice.
+func TestKubeletConfigServingCertificates(t *testing.T) {
+	t.Parallel()
+	for _, on := range []bool{false, true} {
+		h := newTestHost(t)
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "kubeletconfiguration+merge.yaml"), []byte("serverTLSBootstrap: false\nmaxPods: 42\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		o := h.options(t)
+		o.PatchesDir, o.KubeletServingCertificates = dir, on
+		s := &State{Opts: o, BootstrapClient: h.client}
+		if err := KubeletConfig.Run(context.Background(), h.env, s); err != nil {
+			t.Fatal(err)
+		}
+		cfg, _ := h.env.ReadFile(host.KubeletConfigPath)
+		if want := fmt.Sprintf("serverTLSBootstrap: %v", on); !strings.Contains(string(cfg), want) || !strings.Contains(string(cfg), "maxPods: 42") {
+			t.Errorf("on=%v: config.yaml lacks %q:\n%s", on, want, cfg)
+		}
 	}
 }
 

@@ -92,6 +92,10 @@ type Options struct {
 	WaitReadyTimeout time.Duration
 	// ReadyGrace is how long to wait for Ready before reporting the blocking condition.
 	ReadyGrace time.Duration
+	// KubeletServingCertificates turns on the kubelet's serverTLSBootstrap: it asks the cluster
+	// for a serving certificate (kubelet-serving signer), which kjoin's approver approves
+	// for the Node's own names and addresses.
+	KubeletServingCertificates bool
 }
 
 // PlannedWrite is a file a dry run would have written.

@@ -11,8 +11,10 @@ import (
 	"context"
 	"crypto/x509"
 	"fmt"
+	"net"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -75,6 +77,9 @@ type Options struct {
 	LeaseRenewInterval time.Duration
 	LeaseObserve       time.Duration
 	Clock              Clock
+	// KubeletTLS returns the certificate chain a kubelet serves at addr (host:port), without
+	// verifying it (nil: the serving certificate is not checked).
+	KubeletTLS func(ctx context.Context, addr string) ([]*x509.Certificate, error)
 }
 
 // Clock is the part of k8s.io/utils/clock verify uses.
@@ -198,6 +203,7 @@ func (v *verifier) nodeChecks(ctx context.Context, n *corev1.Node) {
 		v.add(Check{ID: "node.taints", Node: name, Status: Pass, Summary: "no not-ready or unreachable taint", Evidence: fmt.Sprintf("%d taint(s)", len(n.Spec.Taints))})
 	}
 	v.leaseCheck(ctx, name)
+	v.servingCheck(ctx, n)
 	switch {
 	case n.Spec.PodCIDR != "":
 		v.add(Check{ID: "node.podcidr", Node: name, Status: Pass, Summary: "pod CIDR assigned", Evidence: n.Spec.PodCIDR})
@@ -206,6 +212,69 @@ func (v *verifier) nodeChecks(ctx context.Context, n *corev1.Node) {
 	default:
 		v.add(Check{ID: "node.podcidr", Node: name, Status: Pass, Summary: "the cluster does not allocate pod CIDRs to nodes"})
 	}
+}
+
+// servingCheck: the kubelet's serving certificate, as it serves it, is signed by the cluster
+// CA, valid now, and names every address and host name the Node reports. A self-signed one
+// (the kubelet's default, serverTLSBootstrap off) is reported as skipped: nothing can verify
+// it, which is the kubelet's choice, not a fault.
+func (v *verifier) servingCheck(ctx context.Context, n *corev1.Node) {
+	if v.o.KubeletTLS == nil || v.o.CA == nil {
+		return
+	}
+	c := Check{ID: "node.serving-cert", Node: n.Name, Status: Fail}
+	var ip string
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP && ip == "" {
+			ip = a.Address
+		}
+	}
+	port := int(n.Status.DaemonEndpoints.KubeletEndpoint.Port)
+	if port == 0 {
+		port = 10250
+	}
+	if ip == "" {
+		c.Status, c.Summary = Skip, "the Node reports no internal IP to reach its kubelet at"
+		v.add(c)
+		return
+	}
+	addr := net.JoinHostPort(ip, strconv.Itoa(port))
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	chain, err := v.o.KubeletTLS(cctx, addr)
+	cancel()
+	if err != nil || len(chain) == 0 {
+		c.Status, c.Summary, c.Evidence = Warn, "cannot reach the kubelet's TLS port", fmt.Sprintf("%s: %v", addr, err)
+		v.add(c)
+		return
+	}
+	leaf := chain[0]
+	c.Evidence = fmt.Sprintf("%s serves %q issued by %q, valid until %s", addr, leaf.Subject.CommonName, leaf.Issuer.CommonName, leaf.NotAfter.UTC().Format(time.RFC3339))
+	inter := x509.NewCertPool()
+	for _, ic := range chain[1:] {
+		inter.AddCert(ic)
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: v.o.CA, Intermediates: inter, CurrentTime: v.o.Clock.Now(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+		if leaf.CheckSignatureFrom(leaf) == nil {
+			c.Status, c.Summary = Skip, "self-signed serving certificate (serverTLSBootstrap off): kubectl logs/exec and metrics-server cannot verify this kubelet (kjoin join --kubelet-serving-certificates, with kjoin approver)"
+		} else {
+			c.Summary = "serving certificate not valid for the cluster CA: " + err.Error()
+		}
+		v.add(c)
+		return
+	}
+	var missing []string
+	for _, a := range n.Status.Addresses {
+		if leaf.VerifyHostname(a.Address) != nil {
+			missing = append(missing, a.Address)
+		}
+	}
+	if len(missing) > 0 {
+		c.Summary = "serving certificate signed by the cluster CA, but it does not name " + strings.Join(missing, ", ")
+		v.add(c)
+		return
+	}
+	c.Status, c.Summary = Pass, "serving certificate signed by the cluster CA, naming the Node's addresses"
+	v.add(c)
 }
 
 // leaseCheck: the Lease exists, is held by the node and renews (younger than the renew

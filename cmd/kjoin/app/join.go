@@ -109,7 +109,7 @@ func phaseFlags(phase string) []string {
 	case "version-check":
 		return append(base, "ignore-preflight-errors")
 	case "kubelet-config":
-		return append(base, "patches")
+		return append(base, "patches", "kubelet-serving-certificates")
 	case "etcd-join":
 		return slices.Concat(base, controlPlane, []string{"replace", "remove-dead-etcd-learners"})
 	case "replace-node":
@@ -142,6 +142,7 @@ func bindJoinFlags(f *pflag.FlagSet, o *JoinOptions) {
 	f.StringVar(&o.CertificateKeyFile, "certificate-key-file", "", "read the certificate key from this file ('-' for stdin: the line after the token when --token-file is '-' too)")
 	f.StringVar(&o.AdvertiseAddress, "apiserver-advertise-address", "", "address this control-plane node's API server advertises")
 	f.IntVar(&o.BindPort, "apiserver-bind-port", 6443, "port this control-plane node's API server binds")
+	f.BoolVar(&o.KubeletServingCertificates, "kubelet-serving-certificates", false, "the kubelet asks the cluster for a serving certificate signed by its CA (serverTLSBootstrap: true), which kjoin approver approves for the Node's own names and addresses")
 	f.StringVar(&o.Patches, "patches", "", "directory of kubeadm-style patches (kubeletconfiguration, etcd, kube-apiserver, ...)")
 	f.StringVar(&o.Wait, "wait", "ready", "what to wait for at the end: ready (the Node registered, then Ready for up to 15s, else a warning naming the blocking condition; --wait-ready requires Ready), kubelet (the kubelet's /healthz, as kubeadm) or none; --wait alone = ready, --wait=false = none")
 	f.Lookup("wait").NoOptDefVal = "ready"

@@ -23,6 +23,7 @@ func testDeps(stdin string, env map[string]string) (*Deps, *bytes.Buffer, *bytes
 		Getenv:  func(k string) string { return env[k] },
 		NewEnv: func(root string, v int) *host.Env {
 			e := HostEnv(root, v, errb)
+			e.PeerCertificates = nil // hermetic: no kubelet is dialled
 			e.Geteuid = func() int { return 0 }
 			e.Hostname = func() (string, error) { return "w1", nil }
 			return e

@@ -82,7 +82,7 @@ func runVerify(ctx context.Context, deps *Deps, o *VerifyOptions) error {
 	if err != nil {
 		return err
 	}
-	opts := verify.Options{Client: client, Nodes: nodes, HTTP: env.HTTPClient, Clock: env.Clock, EtcdPeer: env.EtcdPeer}
+	opts := verify.Options{Client: client, Nodes: nodes, HTTP: env.HTTPClient, Clock: env.Clock, EtcdPeer: env.EtcdPeer, KubeletTLS: env.PeerCertificates}
 	if cas, err := x509CertPool(cfg); err == nil {
 		opts.CA = cas
 	}
