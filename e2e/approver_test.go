@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,6 +33,7 @@ import (
 	"kjoin.dev/kjoin/e2e/framework"
 	"kjoin.dev/kjoin/e2e/lab"
 	"kjoin.dev/kjoin/output"
+	"kjoin.dev/kjoin/token"
 )
 
 // startApprover runs kjoin approver on cp1 as a transient systemd service (resync 2 s, so a
@@ -331,6 +334,42 @@ func TestBoundTokens(t *testing.T) {
 		}
 		if got := strings.Join(decisions(bad), ","); got != "Denied/"+approver.ReasonServingDenied || len(bad.Status.Certificate) != 0 || !strings.Contains(bad.Status.Conditions[0].Message, "10.77.0.250") {
 			t.Errorf("CSR %s for a foreign address: %s %+v", bad.Name, got, bad.Status.Conditions)
+		}
+	})
+
+	t.Run("the Ansible playbook joins a worker with a token bound to it", func(t *testing.T) {
+		startApprover(t, c, "kjoin-approver-ansible")
+		c.Host(t, "w6")
+		inv := filepath.Join(t.TempDir(), "inventory.ini")
+		content := "[first_control_plane]\ncp1 ansible_become_method=su " + c.AnsibleHost("cp1") + "\n\n[workers]\nw6 ansible_become_method=su " + c.AnsibleHost("w6") + "\n"
+		if err := os.WriteFile(inv, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		res, _ := runPlaybookFile(t, c, "site.yml", inv, false, "--limit", "w6", "-e", "kjoin_bound_tokens=true")
+		if r := recapOf(t, res, "w6"); r.changed == "0" || r.failed != "0" {
+			t.Errorf("w6: %+v, want joined", r)
+		}
+		c.WaitNodeCondition(t, "w6", corev1.NodeReady, corev1.ConditionTrue, time.Minute)
+		// Its CSR was a bound token's, approved by kjoin's approver for w6.
+		l, err := c.Client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var id string
+		for i := range l.Items {
+			x := &l.Items[i]
+			if strings.HasPrefix(x.Name, "kjoin-w6-") && slices.Contains(x.Spec.Groups, token.BoundGroup) {
+				id = strings.TrimPrefix(x.Spec.Username, "system:bootstrap:")
+				if got := strings.Join(decisions(x), ","); got != "Approved/"+approver.ReasonApproved {
+					t.Errorf("w6's CSR %s: %s", x.Name, got)
+				}
+			}
+		}
+		if id == "" {
+			t.Fatal("w6 joined without a bound token's CSR")
+		}
+		if err := tokenGone(c, id, time.Minute); err != nil {
+			t.Errorf("w6's bound token %s still exists a minute after it registered", id)
 		}
 	})
 
