@@ -35,6 +35,15 @@ var mutations = []mutation{
 	{"phases/versioncheck.go", "\tif !info.RuntimeConfig {", "\tif false {", "./phases", "TestRuntimeCheck"},
 	{"phases/versioncheck.go", "\t\tcase !cri.SandboxMatches(info.SandboxImage, want):", "\t\tcase false:", "./phases", "TestRuntimeCheck"},
 	{"cri/cri.go", "\t\tif !img.Pinned {", "\t\tif false {", "./cri", "TestDescribe"},
+	{"approver/decide.go", "\tif want := \"system:node:\" + node; req.Subject.CommonName != want {", "\tif want := \"system:node:\" + node; false && req.Subject.CommonName != want {", "./approver", "TestDecideChecksEveryField"},
+	{"approver/decide.go", "\tif !slices.Equal(req.Subject.Organization, []string{\"system:nodes\"}) {", "\tif false {", "./approver", "TestDecideChecksEveryField"},
+	{"approver/decide.go", "\tif used := secret.Annotations[token.UsedByAnnotation]; used != \"\" && used != csr.Name {", "\tif used := secret.Annotations[token.UsedByAnnotation]; false && used != csr.Name {", "./approver", "TestDecideChecksEveryField"},
+	{"approver/approver.go", "\t\tif secret != nil && secret.Annotations[token.UsedByAnnotation] != csr.Name {", "\t\tif false {", "./approver", "TestHandleApprovesOnceAndDeniesTheRest"},
+	{"approver/serving.go", "\t\tif !slices.Contains(ips, ip.String()) {", "\t\tif false {", "./approver", "TestDecideServingChecksEveryField"},
+	{"approver/serving.go", "\t\tif !slices.Contains(names, d) {", "\t\tif false {", "./approver", "TestDecideServingChecksEveryField"},
+	{"joinstring/joinstring.go", "\t\tif binary.BigEndian.Uint32(b[len(b)-4:]) != sum(p.label, v) {", "\t\tif false {", "./joinstring", "TestRefusalNamesThePart"},
+	{"phases/leave.go", "\tif apierrors.IsForbidden(err) {\n\t\treturn nil, apierrors.NewNotFound(corev1.Resource(\"pods\"), name)", "\tif false {\n\t\treturn nil, apierrors.NewNotFound(corev1.Resource(\"pods\"), name)", "./phases", "TestLeaveWithTheNodesOwnCredentialsDrains"},
+	{"phases/reset_etcd.go", "\thandOffLeadership(ctx, e, cli, clientURL, self, otherIDs, warn)\n", "\t_ = otherIDs\n", "./phases", "TestLeaveControlPlaneHandsOffEtcdLeadership"},
 	{"phases/reset_staticpods.go", "\t\tif path.Dir(path.Clean(t)) != host.ManifestsDir || !strings.HasSuffix(t, \".yaml\") || path.Clean(t) == keep {", "\t\tif path.Clean(t) == keep {", "./phases", "TestResetWith"},
 }
 
