@@ -91,17 +91,16 @@ func decided(csr *certificatesv1.CertificateSigningRequest) bool {
 // on the token and the decision are updates at the versions read, which the API server
 // accepts once; the loser reads again and finds the decision taken.
 func (a *Approver) Handle(ctx context.Context, csr *certificatesv1.CertificateSigningRequest) error {
-	secrets := a.Client.CoreV1().Secrets(metav1.NamespaceSystem)
-	csrs := a.Client.CertificatesV1().CertificateSigningRequests()
 	if decided(csr) {
 		return nil
 	}
+	judge := a.judgeBound
 	if csr.Spec.SignerName == certificatesv1.KubeletServingSignerName {
-		return a.handleServing(ctx, csr)
-	}
-	if _, ours := tokenID(csr); !ours {
+		judge = a.judgeServing
+	} else if _, ours := tokenID(csr); !ours {
 		return nil
 	}
+	csrs := a.Client.CertificatesV1().CertificateSigningRequests()
 	for attempt := 0; ; attempt++ {
 		// Read it fresh: another approver may have decided since the event.
 		fresh, err := csrs.Get(ctx, csr.Name, metav1.GetOptions{})
@@ -111,20 +110,9 @@ func (a *Approver) Handle(ctx context.Context, csr *certificatesv1.CertificateSi
 		if csr = fresh; decided(csr) {
 			return nil
 		}
-		id, _ := tokenID(csr)
-		var secret *corev1.Secret
-		if id != "" {
-			s, err := secrets.Get(ctx, "bootstrap-token-"+id, metav1.GetOptions{})
-			switch {
-			case err == nil:
-				secret = s
-			case !apierrors.IsNotFound(err):
-				return fmt.Errorf("read the token's Secret: %w", err)
-			}
-		}
-		v := Decide(csr, secret)
-		if !v.Ours {
-			return nil
+		secret, v, err := judge(ctx, csr)
+		if err != nil || !v.Ours {
+			return err
 		}
 		err = a.decide(ctx, csr, secret, v)
 		if !apierrors.IsConflict(err) || attempt == 3 {
@@ -132,6 +120,34 @@ func (a *Approver) Handle(ctx context.Context, csr *certificatesv1.CertificateSi
 		}
 		// Another approver changed the CSR or the token: read both again.
 	}
+}
+
+// judgeBound decides on a bound token's CSR with the token's Secret as it is now.
+func (a *Approver) judgeBound(ctx context.Context, csr *certificatesv1.CertificateSigningRequest) (*corev1.Secret, Verdict, error) {
+	id, _ := tokenID(csr)
+	s, err := a.Client.CoreV1().Secrets(metav1.NamespaceSystem).Get(ctx, "bootstrap-token-"+id, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		s = nil
+	case err != nil:
+		return nil, Verdict{}, fmt.Errorf("read the token's Secret: %w", err)
+	}
+	return s, Decide(csr, s), nil
+}
+
+// judgeServing decides on a kubelet serving CSR with its Node as it is now.
+func (a *Approver) judgeServing(ctx context.Context, csr *certificatesv1.CertificateSigningRequest) (*corev1.Secret, Verdict, error) {
+	var node *corev1.Node
+	if name := NodeOfServingCSR(csr); name != "" {
+		n, err := a.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case err == nil:
+			node = n
+		case !apierrors.IsNotFound(err):
+			return nil, Verdict{}, fmt.Errorf("read Node %s: %w", name, err)
+		}
+	}
+	return nil, DecideServing(csr, node), nil
 }
 
 func client(err error) error {
@@ -187,35 +203,6 @@ func (a *Approver) decide(ctx context.Context, csr *certificatesv1.CertificateSi
 		a.Logf("deleted bound token %s: it was used for a request not its node's", v.TokenID)
 	}
 	return nil
-}
-
-// handleServing decides on a kubelet serving CSR against its Node as the API server has it
-// now; a conflict (another approver decided) is read again.
-func (a *Approver) handleServing(ctx context.Context, csr *certificatesv1.CertificateSigningRequest) error {
-	csrs := a.Client.CertificatesV1().CertificateSigningRequests()
-	for attempt := 0; ; attempt++ {
-		fresh, err := csrs.Get(ctx, csr.Name, metav1.GetOptions{})
-		if err != nil {
-			return client(err)
-		}
-		if csr = fresh; decided(csr) {
-			return nil
-		}
-		var node *corev1.Node
-		if name := NodeOfServingCSR(csr); name != "" {
-			n, err := a.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-			switch {
-			case err == nil:
-				node = n
-			case !apierrors.IsNotFound(err):
-				return fmt.Errorf("read Node %s: %w", name, err)
-			}
-		}
-		err = a.decide(ctx, csr, nil, DecideServing(csr, node))
-		if !apierrors.IsConflict(err) || attempt == 3 {
-			return err
-		}
-	}
 }
 
 // Sweep deletes each used bound token whose CSR was issued and whose node has registered

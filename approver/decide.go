@@ -91,6 +91,18 @@ func check(csr *certificatesv1.CertificateSigningRequest, node string) []string 
 	if err != nil {
 		return []string{"holds a certificate request that does not parse: " + err.Error()}
 	}
+	problems = append(problems, nodeRequestProblems(csr, req, node, certificatesv1.UsageClientAuth, allowedUsages)...)
+	if len(req.DNSNames)+len(req.IPAddresses)+len(req.EmailAddresses)+len(req.URIs) > 0 {
+		problems = append(problems, "asks for subject alternative names, which a client certificate has none of")
+	}
+	return problems
+}
+
+// nodeRequestProblems lists what a node's certificate request gets wrong in what client and
+// serving certificates share: signed by its own key, CN system:node:<node>, O exactly
+// system:nodes, the required usage and no usage outside allowed, the key.
+func nodeRequestProblems(csr *certificatesv1.CertificateSigningRequest, req *x509.CertificateRequest, node string, required certificatesv1.KeyUsage, allowed []certificatesv1.KeyUsage) []string {
+	var problems []string
 	if err := req.CheckSignature(); err != nil {
 		problems = append(problems, "is not signed by its own key: "+err.Error())
 	}
@@ -100,14 +112,11 @@ func check(csr *certificatesv1.CertificateSigningRequest, node string) []string 
 	if !slices.Equal(req.Subject.Organization, []string{"system:nodes"}) {
 		problems = append(problems, fmt.Sprintf("asks for the groups %q, not exactly [system:nodes]", req.Subject.Organization))
 	}
-	if len(req.DNSNames)+len(req.IPAddresses)+len(req.EmailAddresses)+len(req.URIs) > 0 {
-		problems = append(problems, "asks for subject alternative names, which a client certificate has none of")
-	}
-	if !slices.Contains(csr.Spec.Usages, certificatesv1.UsageClientAuth) {
-		problems = append(problems, `does not ask for "client auth"`)
+	if !slices.Contains(csr.Spec.Usages, required) {
+		problems = append(problems, fmt.Sprintf("does not ask for %q", required))
 	}
 	for _, u := range csr.Spec.Usages {
-		if !slices.Contains(allowedUsages, u) {
+		if !slices.Contains(allowed, u) {
 			problems = append(problems, fmt.Sprintf("asks for the usage %q", u))
 		}
 	}

@@ -71,27 +71,7 @@ func DecideServing(csr *certificatesv1.CertificateSigningRequest, node *corev1.N
 }
 
 func servingProblems(csr *certificatesv1.CertificateSigningRequest, req *x509.CertificateRequest, node *corev1.Node) []string {
-	var problems []string
-	if err := req.CheckSignature(); err != nil {
-		problems = append(problems, "is not signed by its own key: "+err.Error())
-	}
-	if want := "system:node:" + node.Name; req.Subject.CommonName != want {
-		problems = append(problems, fmt.Sprintf("asks for %q, not %q", req.Subject.CommonName, want))
-	}
-	if !slices.Equal(req.Subject.Organization, []string{"system:nodes"}) {
-		problems = append(problems, fmt.Sprintf("asks for the groups %q, not exactly [system:nodes]", req.Subject.Organization))
-	}
-	if !slices.Contains(csr.Spec.Usages, certificatesv1.UsageServerAuth) {
-		problems = append(problems, `does not ask for "server auth"`)
-	}
-	for _, u := range csr.Spec.Usages {
-		if !slices.Contains(servingUsages, u) {
-			problems = append(problems, fmt.Sprintf("asks for the usage %q", u))
-		}
-	}
-	if p := keyProblem(req); p != "" {
-		problems = append(problems, p)
-	}
+	problems := nodeRequestProblems(csr, req, node.Name, certificatesv1.UsageServerAuth, servingUsages)
 	var names, ips []string
 	for _, a := range node.Status.Addresses {
 		switch a.Type {

@@ -35,7 +35,7 @@ var mutations = []mutation{
 	{"phases/versioncheck.go", "\tif !info.RuntimeConfig {", "\tif false {", "./phases", "TestRuntimeCheck"},
 	{"phases/versioncheck.go", "\t\tcase !cri.SandboxMatches(info.SandboxImage, want):", "\t\tcase false:", "./phases", "TestRuntimeCheck"},
 	{"cri/cri.go", "\t\tif !img.Pinned {", "\t\tif false {", "./cri", "TestDescribe"},
-	{"approver/decide.go", "\tif want := \"system:node:\" + node; req.Subject.CommonName != want {", "\tif want := \"system:node:\" + node; false && req.Subject.CommonName != want {", "./approver", "TestDecideChecksEveryField"},
+	{"approver/decide.go", "\tif want := \"system:node:\" + node; req.Subject.CommonName != want {", "\tif want := \"system:node:\" + node; false && req.Subject.CommonName != want {", "./approver", "TestDecideChecksEveryField|TestDecideServingChecksEveryField"},
 	{"approver/decide.go", "\tif !slices.Equal(req.Subject.Organization, []string{\"system:nodes\"}) {", "\tif false {", "./approver", "TestDecideChecksEveryField"},
 	{"approver/decide.go", "\tif used := secret.Annotations[token.UsedByAnnotation]; used != \"\" && used != csr.Name {", "\tif used := secret.Annotations[token.UsedByAnnotation]; false && used != csr.Name {", "./approver", "TestDecideChecksEveryField"},
 	{"approver/approver.go", "\t\tif secret != nil && secret.Annotations[token.UsedByAnnotation] != csr.Name {", "\t\tif false {", "./approver", "TestHandleApprovesOnceAndDeniesTheRest"},
