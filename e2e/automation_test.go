@@ -257,7 +257,7 @@ func TestResumeAfterKill(t *testing.T) {
 			run(t, "w7", phase)
 		})
 	}
-	if os.Getenv("KJOIN_SHORT") != "" {
+	if testing.Short() { // go test -short: the worker cases only
 		return
 	}
 	key, err := c.UploadCerts(context.Background())
