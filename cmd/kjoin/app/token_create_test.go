@@ -22,6 +22,7 @@ import (
 	"kjoin.dev/kjoin/joinstring"
 	"kjoin.dev/kjoin/output"
 	"kjoin.dev/kjoin/pki"
+	"kjoin.dev/kjoin/token"
 )
 
 // adminHost is a host root with an admin.conf, whose client is a fake clientset.
@@ -195,5 +196,45 @@ func TestTokenCreatePrintsAJoinString(t *testing.T) {
 	}
 	if !strings.Contains(deps.Err.(interface{ String() string }).String(), "--join-string-file") {
 		t.Errorf("no hint on stderr: %s", deps.Err)
+	}
+}
+
+// token create --node makes a token bound to that node: in kjoin's bound group (never
+// kubeadm's), labelled with the node, with kjoin's bindings to kubeadm's roles; token list
+// shows it bound and unused. --groups with --node is refused before anything is created.
+func TestTokenCreateBoundToANode(t *testing.T) {
+	deps, client, root := adminHost(t)
+	if code := Run(context.Background(), deps, []string{"token", "create", "--node", "w7", "--groups", "system:bootstrappers:x", "--root", root}); code != 2 {
+		t.Errorf("--groups with --node: exit %d, want 2", code)
+	}
+	if tokens := bootstrapTokens(t, client); len(tokens) != 0 {
+		t.Fatalf("a refused create made %v", tokens)
+	}
+	if code := Run(context.Background(), deps, []string{"token", "create", "--node", "w7", "--root", root}); code != 0 {
+		t.Fatalf("exit %d: %s", code, deps.Err)
+	}
+	l, err := client.CoreV1().Secrets("kube-system").List(context.Background(), metav1.ListOptions{})
+	if err != nil || len(l.Items) != 1 {
+		t.Fatalf("%v %v", err, l)
+	}
+	s := l.Items[0]
+	if g := string(s.Data["auth-extra-groups"]); g != token.BoundGroup || s.Labels[token.NodeLabel] != "w7" || s.Labels[token.RoleLabel] != "worker" {
+		t.Errorf("bound token: groups %q, labels %v", g, s.Labels)
+	}
+	crbs, _ := client.RbacV1().ClusterRoleBindings().List(context.Background(), metav1.ListOptions{})
+	for _, b := range crbs.Items {
+		if b.RoleRef.Name == "system:certificates.k8s.io:certificatesigningrequests:nodeclient" {
+			t.Errorf("binding %s grants the bound group auto-approval", b.Name)
+		}
+	}
+	if len(crbs.Items) == 0 {
+		t.Error("no binding was made for the bound group")
+	}
+	deps.Out.(interface{ Reset() }).Reset()
+	if code := Run(context.Background(), deps, []string{"token", "list", "--root", root}); code != 0 {
+		t.Fatalf("token list: exit %d", code)
+	}
+	if out := deps.Out.(interface{ String() string }).String(); !strings.Contains(out, "BOUND TO") || !strings.Contains(out, "w7 (worker, unused)") {
+		t.Errorf("token list:\n%s", out)
 	}
 }
