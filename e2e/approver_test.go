@@ -110,10 +110,8 @@ func tokenGone(c *framework.Cluster, id string, within time.Duration) error {
 // certificate, read from the host).
 func nodeClient(t *testing.T, c *framework.Cluster, host string) kubernetes.Interface {
 	t.Helper()
-	pair, err := os.ReadFile(c.HostPath(host, "/var/lib/kubelet/pki/kubelet-client-current.pem"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// kubelet-client-current.pem links to an absolute path inside the host: read it there.
+	pair := []byte(c.MustRun(t, host, "cat", "/var/lib/kubelet/pki/kubelet-client-current.pem").Stdout)
 	caPEM, err := c.ReadFile("cp1", "/etc/kubernetes/pki/ca.crt")
 	if err != nil {
 		t.Fatal(err)
@@ -277,7 +275,8 @@ func TestBoundTokens(t *testing.T) {
 		}); err != nil {
 			t.Fatalf("w5's kubelet does not serve a certificate the cluster CA verifies for %s: %v", h.IP, lastErr)
 		}
-		out := decodeAnswer[output.VerifyReport](t, c.MustRun(t, "cp1", "kjoin", "verify", "w5", "-o", "json"))
+		// --wait: the Lease comes a few seconds after the Node.
+		out := decodeAnswer[output.VerifyReport](t, c.MustRun(t, "cp1", "kjoin", "verify", "w5", "--wait=2m", "-o", "json"))
 		found := false
 		for _, ch := range out.Checks {
 			if ch.ID == "node.serving-cert" {
