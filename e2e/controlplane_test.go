@@ -427,15 +427,7 @@ func probeServing(t *testing.T, c *framework.Cluster, hosts ...string) (stop fun
 }
 
 // readyz asks the API server on ip whether it is ready to serve.
-func readyz(ip string) bool {
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	resp, err := client.Get(fmt.Sprintf("https://%s:%d/readyz", ip, lab.APIPort))
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
-}
+func readyz(ip string) bool { return apiHealth(ip, "/readyz") }
 
 // lockWaited finds etcd-join's "etcd join lock acquired after 2.5s" in kjoin's -v 1 progress.
 var lockWaited = regexp.MustCompile(`etcd join lock acquired after (\S+)`)
@@ -481,9 +473,12 @@ func lastLine(s string) string {
 }
 
 // livez reports whether the API server on ip answers /livez (any TLS; used only to see it go down).
-func livez(ip string) bool {
+func livez(ip string) bool { return apiHealth(ip, "/livez") }
+
+// apiHealth asks the API server on ip for a health endpoint (its certificate not checked).
+func apiHealth(ip, path string) bool {
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	resp, err := client.Get(fmt.Sprintf("https://%s:%d/livez", ip, lab.APIPort))
+	resp, err := client.Get(fmt.Sprintf("https://%s:%d%s", ip, lab.APIPort, path))
 	if err != nil {
 		return false
 	}
