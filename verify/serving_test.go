@@ -17,8 +17,9 @@ import (
 )
 
 // node.serving-cert: the certificate the kubelet serves must chain to the cluster CA and name
-// every address of the Node; a self-signed one (serverTLSBootstrap off) is skipped, another
-// CA's or one missing an address fails, an unreachable kubelet warns.
+// every address of the Node; the kubelet's own self-signed one (serverTLSBootstrap off) is
+// skipped, another CA's warns (it may be the operator's), one of the cluster CA missing an
+// address fails, an unreachable kubelet warns.
 func TestServingCertificate(t *testing.T) {
 	newCA := func(cn string) (*x509.Certificate, crypto.Signer) {
 		key, _ := pki.NewECKey()
@@ -30,6 +31,7 @@ func TestServingCertificate(t *testing.T) {
 	}
 	ca, caKey := newCA("kubernetes")
 	other, otherKey := newCA("other")
+	kubeletCA, kubeletCAKey := newCA("w1-ca@1700000000")
 	serving := func(parent *x509.Certificate, parentKey crypto.Signer, ips ...string) []*x509.Certificate {
 		key, _ := pki.NewECKey()
 		var addrs []net.IP
@@ -58,8 +60,12 @@ func TestServingCertificate(t *testing.T) {
 		want   string
 	}{
 		{"signed by the cluster CA, naming both addresses", serving(ca, caKey, "10.0.0.21", "fd00::21"), nil, Pass, "naming the Node's addresses"},
-		{"self-signed by the kubelet", serving(nil, nil, "10.0.0.21", "fd00::21"), nil, Skip, "self-signed"},
-		{"signed by another CA", serving(other, otherKey, "10.0.0.21", "fd00::21"), nil, Fail, "not valid for the cluster CA"},
+		{"self-signed leaf", serving(nil, nil, "10.0.0.21", "fd00::21"), nil, Skip, "self-signed"},
+		// What a kubelet without serverTLSBootstrap serves (found in the lab): a leaf and the
+		// "<host>-ca@<time>" root it made for it.
+		{"the kubelet's own CA and leaf", append(serving(kubeletCA, kubeletCAKey, "10.0.0.21", "fd00::21"), kubeletCA), nil, Skip, "self-signed"},
+		{"signed by another CA", serving(other, otherKey, "10.0.0.21", "fd00::21"), nil, Warn, "not signed by the cluster CA"},
+		{"another CA's chain, its root served", append(serving(other, otherKey, "10.0.0.21", "fd00::21"), other), nil, Warn, "not signed by the cluster CA"},
 		{"missing an address", serving(ca, caKey, "10.0.0.21"), nil, Fail, "does not name fd00::21"},
 		{"unreachable", nil, errors.New("connection refused"), Warn, "cannot reach"},
 	} {
