@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
@@ -157,13 +158,9 @@ func client(err error) error {
 	return err
 }
 
-// tokenID is the bound token's ID a CSR was made with.
+// tokenID is the bound token's ID a CSR was made with (ok: made with a bootstrap token).
 func tokenID(csr *certificatesv1.CertificateSigningRequest) (string, bool) {
-	const prefix = "system:bootstrap:"
-	if len(csr.Spec.Username) > len(prefix) && csr.Spec.Username[:len(prefix)] == prefix {
-		return csr.Spec.Username[len(prefix):], true
-	}
-	return "", false
+	return strings.CutPrefix(csr.Spec.Username, "system:bootstrap:")
 }
 
 // decide carries out v: the claim and the approval, or the denial (and the leaked token's

@@ -2,6 +2,8 @@ package approver
 
 import (
 	"context"
+	"crypto/elliptic"
+	"crypto/x509"
 	"fmt"
 	"strconv"
 	"sync"
@@ -75,7 +77,7 @@ func TestHandleApprovesOnceAndDeniesTheRest(t *testing.T) {
 	first, again, other := boundCSR(t), boundCSR(t), boundCSR(t)
 	again.Name = "kjoin-w1-aaaaaaaaaaaa"
 	other.Name = "csr-other"
-	other.Spec.Request = request(t, ecKey(t, elliptic256()), "system:node:w2", []string{"system:nodes"}, x509Request())
+	other.Spec.Request = request(t, ecKey(t, elliptic.P256()), "system:node:w2", []string{"system:nodes"}, x509.CertificateRequest{})
 	secret := boundSecret()
 	for _, o := range []metav1.Object{first, again, other, secret} {
 		withRV(o)

@@ -53,7 +53,7 @@ var allowedUsages = []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignatu
 // Decide decides on csr, given the Secret of the token its user names (nil: there is none).
 // It reads nothing else.
 func Decide(csr *certificatesv1.CertificateSigningRequest, secret *corev1.Secret) Verdict {
-	id, isBootstrap := strings.CutPrefix(csr.Spec.Username, "system:bootstrap:")
+	id, isBootstrap := tokenID(csr)
 	if csr.Spec.SignerName != certificatesv1.KubeAPIServerClientKubeletSignerName || !isBootstrap || !slices.Contains(csr.Spec.Groups, token.BoundGroup) {
 		return Verdict{}
 	}
