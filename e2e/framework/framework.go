@@ -105,13 +105,71 @@ func run(m *testing.M) int {
 	return code
 }
 
-// Get returns the package's lab.
+// Get returns the package's lab, once cp1's scheduler and controller-manager lead again
+// (see settle).
 func Get(t testing.TB) *Cluster {
 	t.Helper()
 	if current == nil {
 		t.Fatal("no lab: call framework.Main from TestMain")
 	}
+	current.settle(t)
 	return current
+}
+
+// controllers are the components on cp1 that lead through a Lease in kube-system; a test
+// needs both (the scheduler places pods; the controller-manager signs CSRs and runs
+// ReplicaSets, budgets and the bootstrap signer).
+var controllers = []string{"kube-scheduler", "kube-controller-manager"}
+
+// settle waits until each of cp1's controllers holds its Lease and renews it. A test that
+// took cp1's API server or etcd away leaves them crash-looping (they exit when they lose
+// their Lease, and the kubelet's back-off grows to minutes), or a Lease held by a control
+// plane that test removed, which the next holder must first see expire. After 45 s the
+// kubelet is restarted once: that resets its back-off.
+func (c *Cluster) settle(t testing.TB) {
+	t.Helper()
+	start, restarted := time.Now(), false
+	var why string
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 4*time.Minute, true, func(ctx context.Context) (bool, error) {
+		why = c.unsettled(ctx)
+		if why != "" && !restarted && time.Since(start) > 45*time.Second {
+			restarted = true
+			r := c.Exec(ctx, "cp1", "systemctl", "restart", "kubelet")
+			t.Logf("cp1's control plane unsettled for 45s (%s): restarted its kubelet (exit %d)", why, r.ExitCode)
+		}
+		return why == "", nil
+	})
+	if err != nil {
+		t.Logf("logs of cp1:\n%s", c.Logs("cp1", 40))
+		t.Fatalf("cp1's control plane did not settle before the test: %s", why)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Logf("waited %s for cp1's scheduler and controller-manager to lead", d.Round(time.Second))
+	}
+}
+
+// unsettled names the first of cp1's controllers that does not lead, or returns "".
+func (c *Cluster) unsettled(ctx context.Context) string {
+	for _, name := range controllers {
+		l, err := c.Client.CoordinationV1().Leases("kube-system").Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case err != nil:
+			return fmt.Sprintf("lease %s: %v", name, err)
+		case l.Spec.HolderIdentity == nil || !strings.HasPrefix(*l.Spec.HolderIdentity, "cp1_"):
+			return fmt.Sprintf("lease %s held by %q, not cp1", name, ptrString(l.Spec.HolderIdentity))
+		case l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil ||
+			time.Since(l.Spec.RenewTime.Time) > time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second:
+			return fmt.Sprintf("lease %s not renewed by %s", name, ptrString(l.Spec.HolderIdentity))
+		}
+	}
+	return ""
+}
+
+func ptrString(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }
 
 func artifactsDir(name string) string {
