@@ -131,6 +131,8 @@ type Env struct {
 	// unverified: the caller verifies it (verify checks kubelets' serving certificates). Nil:
 	// not available.
 	PeerCertificates func(ctx context.Context, addr string) ([]*x509.Certificate, error)
+	// Effects is how a workflow changes the node (Fx; nil: applied to this host, no hook).
+	Effects Effects
 }
 
 // Process is a host process: its ID and command line.

@@ -26,7 +26,7 @@ import (
 // by control-plane-start, once etcd is ready for them).
 //
 //	Reads:  s.BootstrapClient, s.Opts (CertificateKey, NodeName, AdvertiseAddress, BindPort, PatchesDir, Timeouts)
-//	Writes: s.Cluster, s.AdminClient, s.ControlPlanePods; /etc/kubernetes/{pki/*,admin.conf,controller-manager.conf,scheduler.conf},
+//	Writes: s.Cluster, s.AdminClient, s.ControlPlanePods; /etc/kubernetes/{pki/*,pki/etcd/*,admin.conf,controller-manager.conf,scheduler.conf},
 //	        the (empty) /etc/kubernetes/manifests directory, for the kubelet to watch from its start
 var ControlPlanePrepare = Phase{
 	Name: "control-plane-prepare", Short: "Download shared certificates; write node certificates and kubeconfigs; render the manifests",
@@ -73,7 +73,7 @@ func runControlPlanePrepare(ctx context.Context, e *host.Env, s *State) error {
 			if !path.IsAbs(p) {
 				p = path.Join(pkiDir, name)
 			}
-			if err := s.WriteFile(e, p, files[name].Data, files[name].Mode); err != nil {
+			if err := e.Fx().WriteFile(p, files[name].Data, files[name].Mode); err != nil {
 				return err
 			}
 			written++
@@ -82,9 +82,11 @@ func runControlPlanePrepare(ctx context.Context, e *host.Env, s *State) error {
 	}
 	if s.Opts.DryRun {
 		s.dryRunCAs = sharedCAs(e, pkiDir, shared)
-		s.PlannedAPI = append(s.PlannedAPI, "issue node certificates (apiserver, apiserver-kubelet-client, front-proxy-client, etcd server/peer/healthcheck-client, apiserver-etcd-client)")
+		e.Fx().API("issue node certificates (apiserver, apiserver-kubelet-client, front-proxy-client, etcd server/peer/healthcheck-client, apiserver-etcd-client)")
 		for _, f := range []string{"admin.conf", "controller-manager.conf", "scheduler.conf"} {
-			s.PlannedWrites = append(s.PlannedWrites, PlannedWrite{Path: path.Join(host.KubernetesDir, f), Mode: 0o600})
+			if err := e.Fx().WriteFile(path.Join(host.KubernetesDir, f), nil, 0o600); err != nil { // planned
+				return err
+			}
 		}
 		return nil
 	}
@@ -118,10 +120,10 @@ func runControlPlanePrepare(ctx context.Context, e *host.Env, s *State) error {
 		if e.Exists(crt) {
 			continue // kubeadm keeps existing leaves
 		}
-		if err := s.WriteFile(e, path.Join(pkiDir, name+".key"), leaves[name].Key, 0o600); err != nil {
+		if err := e.Fx().WriteFile(path.Join(pkiDir, name+".key"), leaves[name].Key, 0o600); err != nil {
 			return err
 		}
-		if err := s.WriteFile(e, crt, leaves[name].Cert, 0o644); err != nil {
+		if err := e.Fx().WriteFile(crt, leaves[name].Cert, 0o644); err != nil {
 			return err
 		}
 		issued++
@@ -132,7 +134,7 @@ func runControlPlanePrepare(ctx context.Context, e *host.Env, s *State) error {
 	}
 	for _, name := range slices.Sorted(maps.Keys(kubeconfigs)) {
 		if p := path.Join(host.KubernetesDir, name); !e.Exists(p) {
-			if err := s.WriteFile(e, p, kubeconfigs[name], 0o600); err != nil {
+			if err := e.Fx().WriteFile(p, kubeconfigs[name], 0o600); err != nil {
 				return err
 			}
 		}
@@ -142,7 +144,7 @@ func runControlPlanePrepare(ctx context.Context, e *host.Env, s *State) error {
 	}
 	// The kubelet watches its static pod directory only if it exists when the kubelet starts;
 	// otherwise it finds the etcd manifest at its next periodic look, up to 20 s later.
-	if err := os.MkdirAll(e.Paths.Of(host.ManifestsDir), 0o700); err != nil {
+	if err := e.Fx().MkdirAll(host.ManifestsDir, 0o700); err != nil {
 		return fmt.Errorf("create %s: %w", host.ManifestsDir, err)
 	}
 	e.Logf("control-plane-prepare", "issued %d node certificates, wrote admin/controller-manager/scheduler kubeconfigs", issued)
@@ -252,12 +254,10 @@ func writeManifest(e *host.Env, s *State, name string, data []byte) error {
 
 // writePatchedManifest writes a static pod manifest as it is.
 func writePatchedManifest(e *host.Env, s *State, name string, data []byte) error {
-	if !s.Opts.DryRun { // a dry run creates nothing, not even the directory
-		if err := os.MkdirAll(e.Paths.Of(host.ManifestsDir), 0o700); err != nil {
-			return err
-		}
+	if err := e.Fx().MkdirAll(host.ManifestsDir, 0o700); err != nil {
+		return err
 	}
-	return s.WriteFile(e, path.Join(host.ManifestsDir, name+".yaml"), data, 0o600)
+	return e.Fx().WriteFile(path.Join(host.ManifestsDir, name+".yaml"), data, 0o600)
 }
 
 // loadPatches reads the operator's patches directory (validated before the join started).

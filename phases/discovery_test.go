@@ -1,7 +1,6 @@
 package phases
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,7 +16,7 @@ func TestDiscoveryByTokenRecordsTheCluster(t *testing.T) {
 	t.Parallel()
 	h := newTestHost(t)
 	s := &State{Opts: h.options(t), Journal: &Journal{}}
-	if err := Discovery.Run(context.Background(), h.env, s); err != nil {
+	if err := runPhase(Discovery, h.env, s); err != nil {
 		t.Fatal(err)
 	}
 	if s.BootstrapClient == nil || s.Discovery.CAPin != h.server.Pin || s.Journal.CAPin != h.server.Pin || s.Journal.Endpoint != "https://cp.example:6443" {
@@ -40,7 +39,7 @@ func TestDiscoveryFileWithoutCredentials(t *testing.T) {
 	}
 	o := h.options(t)
 	o.DiscoveryFile, o.DiscoveryToken, o.TLSBootstrapToken = p, nil, nil
-	err := Discovery.Run(context.Background(), h.env, &State{Opts: o})
+	err := runPhase(Discovery, h.env, &State{Opts: o})
 	if operr.CodeOf(err) != operr.Usage || !strings.Contains(err.Error(), "no credentials") {
 		t.Fatalf("got %v", err)
 	}

@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
 	"path"
 	"slices"
 	"strings"
@@ -34,6 +33,7 @@ import (
 //
 //	Reads:  s.Cluster, s.AdminClient, s.Journal (EtcdLockLease), s.Opts (NodeName, AdvertiseAddress, Timeouts)
 //	Writes: s.EtcdMemberID, s.Journal (EtcdLockLease, EtcdMemberID, EtcdDataDir); /etc/kubernetes/manifests/etcd.yaml, the etcd data dir
+//	        (etcd.local.dataDir, /var/lib/etcd by default; its member/ removed with an undone learner)
 var EtcdJoin = Phase{
 	Name: "etcd-join", Short: "Add this node's etcd member (learner, then voter)",
 	Skip: func(s *State) string {
@@ -55,7 +55,7 @@ func runEtcdJoin(ctx context.Context, e *host.Env, s *State) error {
 	}
 	peerURL := "https://" + host.JoinHostPort(s.Opts.AdvertiseAddress, 2380)
 	if s.Opts.DryRun {
-		s.PlannedAPI = append(s.PlannedAPI, "add etcd learner "+peerURL+", write "+path.Join(host.ManifestsDir, "etcd.yaml")+", promote it to voter")
+		e.Fx().API("add etcd learner " + peerURL + ", write " + path.Join(host.ManifestsDir, "etcd.yaml") + ", promote it to voter")
 		return planEtcdRepairs(ctx, e, s, peerURL)
 	}
 	if s.AdminClient == nil {
@@ -116,7 +116,7 @@ func runEtcdJoin(ctx context.Context, e *host.Env, s *State) error {
 		Timeout: s.Opts.Timeouts.EtcdAPICall, Clock: e.Clock, Status: cli.Status, At: e.At,
 		FreshData: fresh, OwnMember: journalMember(s), Replace: s.Opts.Replace, RemoveDeadLearners: s.Opts.RemoveDeadLearners, Peer: e.EtcdPeer,
 		RemoveManifest: func(wipeData bool) error {
-			if err := os.Remove(e.Paths.Of(path.Join(host.ManifestsDir, "etcd.yaml"))); err != nil && !os.IsNotExist(err) {
+			if err := e.Fx().Remove(path.Join(host.ManifestsDir, "etcd.yaml")); err != nil {
 				return err
 			}
 			if !wipeData {
@@ -127,7 +127,7 @@ func runEtcdJoin(ctx context.Context, e *host.Env, s *State) error {
 				return nil
 			}
 			// Only what the removed learner wrote: etcd keeps all of a member's data in member/.
-			return os.RemoveAll(e.Paths.Of(path.Join(dataDir, etcdMemberData)))
+			return e.Fx().Remove(path.Join(dataDir, etcdMemberData))
 		},
 		Logf:    func(f string, a ...any) { e.Logf("etcd-join", f, a...) },
 		Restart: func() error { return restartEtcd(e, s.Opts.NodeName, peerURL) },
@@ -209,7 +209,7 @@ func claimEtcdDataDir(e *host.Env, s *State, dir string) (bool, error) {
 			}
 		}
 	}
-	if err := os.MkdirAll(e.Paths.Of(dir), 0o700); err != nil {
+	if err := e.Fx().MkdirAll(dir, 0o700); err != nil {
 		return false, fmt.Errorf("create the etcd data directory %s: %w", dir, err)
 	}
 	return owned, nil
@@ -286,7 +286,7 @@ func etcdTLS(e *host.Env, s *State) (*tls.Config, error) {
 func planEtcdRepairs(ctx context.Context, e *host.Env, s *State, peerURL string) error {
 	cas := s.dryRunCAs
 	if cas == nil || s.Cluster.Etcd.Local == nil {
-		s.PlannedAPI = append(s.PlannedAPI, "etcd's members not looked at: this dry run has no certificate key (or shared CAs on the node)")
+		e.Fx().API("etcd's members not looked at: this dry run has no certificate key (or shared CAs on the node)")
 		return nil
 	}
 	node := certs.Node{Name: s.Opts.NodeName, AdvertiseAddress: s.Opts.AdvertiseAddress, BindPort: s.Opts.BindPort}

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"syscall"
 
-	"kjoin.dev/kjoin/atomicfile"
 	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
 )
@@ -129,7 +128,7 @@ func (j *Journal) Save(e *host.Env) error {
 	if cur, err := e.ReadFile(JournalPath); err == nil && string(cur) == string(b) {
 		return nil
 	}
-	return atomicfile.Write(e.Paths.Of(JournalPath), b, 0o600, 0o700)
+	return e.Fx().SaveRecord(JournalPath, b)
 }
 
 // Wrote records a file written by the join.
@@ -152,11 +151,5 @@ func (j *Journal) Done(phase string) bool { return slices.Contains(j.Phases, pha
 // Owns reports whether the join wrote the file.
 func (j *Journal) Owns(p string) bool { return slices.Contains(j.Files, p) }
 
-// Remove deletes the journal.
-func RemoveJournal(e *host.Env) error {
-	err := os.Remove(e.Paths.Of(JournalPath))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	return err
-}
+// RemoveJournal deletes the journal.
+func RemoveJournal(e *host.Env) error { return e.Fx().RemoveRecord(JournalPath) }

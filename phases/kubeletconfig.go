@@ -3,7 +3,6 @@ package phases
 import (
 	"context"
 	"fmt"
-	"os"
 	"path"
 	"reflect"
 	"time"
@@ -26,7 +25,7 @@ import (
 //	        KubeletServingCertificates, Timeouts)
 //	Writes: /var/lib/kubelet/{config.yaml,instance-config.yaml,kubeadm-flags.env} (with kjoin's
 //	        node label, kubelet.JoinedByLabel, on a first join), and beside
-//	        them the static-pod directory (staticPodPath) where it is missing
+//	        them the static-pod directory (staticPodPath, /etc/kubernetes/manifests) where it is missing
 var KubeletConfig = Phase{Name: "kubelet-config", Short: "Write the kubelet configuration from the cluster's kubelet-config", Needs: []string{"discovery"}, Run: runKubeletConfig}
 
 func runKubeletConfig(ctx context.Context, e *host.Env, s *State) error {
@@ -107,18 +106,18 @@ func runKubeletConfig(ctx context.Context, e *host.Env, s *State) error {
 		{host.KubeletInstancePath, kubelet.InstanceConfig(s.Opts.CRISocket)},
 		{host.KubeletConfigPath, cfg},
 	}
-	before := s.changes
+	before := s.changeCount()
 	for _, f := range files {
 		if f.path == host.KubeletConfigPath && sameYAML(e, f.path, f.data) {
 			continue // e.g. written by kubeadm with other formatting: same settings, leave it
 		}
-		if err := s.WriteFile(e, f.path, f.data, 0o644); err != nil {
+		if err := e.Fx().WriteFile(f.path, f.data, 0o644); err != nil {
 			return fmt.Errorf("write kubelet configuration: %w", err)
 		}
 	}
 	// Only beside a configuration this run wrote: a node another tool joined and left without
 	// the directory stays as it was (re-running kjoin there changes nothing).
-	if s.changes > before {
+	if s.changeCount() > before {
 		if err := staticPodDir(e, s, cfg); err != nil {
 			return err
 		}
@@ -126,7 +125,7 @@ func runKubeletConfig(ctx context.Context, e *host.Env, s *State) error {
 	switch {
 	case s.Opts.DryRun:
 		e.Logf("kubelet-config", "would write %s from the cluster's kubelet-config, %s and %s", host.KubeletConfigPath, host.KubeletInstancePath, host.KubeletFlagsPath)
-	case s.changes == before:
+	case s.changeCount() == before:
 		e.Logf("kubelet-config", "%s, %s and %s already hold this configuration", host.KubeletConfigPath, host.KubeletInstancePath, host.KubeletFlagsPath)
 	default:
 		e.Logf("kubelet-config", "wrote %s from the cluster's kubelet-config, %s and %s", host.KubeletConfigPath, host.KubeletInstancePath, host.KubeletFlagsPath)
@@ -147,10 +146,7 @@ func staticPodDir(e *host.Env, s *State, kubeletConfig []byte) error {
 	if dir == "" || !path.IsAbs(dir) {
 		return nil // no static pods configured: nothing to make
 	}
-	if s.Opts.DryRun || e.Exists(dir) {
-		return nil
-	}
-	if err := os.MkdirAll(e.Paths.Of(dir), 0o755); err != nil {
+	if err := e.Fx().MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create the kubelet's static-pod directory %s: %w", dir, err)
 	}
 	return nil

@@ -31,7 +31,7 @@ func TestKubeletConfigAppliesOnlyKubeletPatches(t *testing.T) {
 	o.PatchesDir = dir
 	o.Taints, o.TaintsSet = []Taint{{Key: "dedicated", Value: "gpu", Effect: "NoSchedule"}}, true
 	s := &State{Opts: o, BootstrapClient: h.client}
-	if err := KubeletConfig.Run(context.Background(), h.env, s); err != nil {
+	if err := runPhase(KubeletConfig, h.env, s); err != nil {
 		t.Fatal(err)
 	}
 	cfg, _ := h.env.ReadFile(host.KubeletConfigPath)
@@ -57,7 +57,7 @@ func TestKubeletConfigServingCertificates(t *testing.T) {
 		o := h.options(t)
 		o.PatchesDir, o.KubeletServingCertificates = dir, on
 		s := &State{Opts: o, BootstrapClient: h.client}
-		if err := KubeletConfig.Run(context.Background(), h.env, s); err != nil {
+		if err := runPhase(KubeletConfig, h.env, s); err != nil {
 			t.Fatal(err)
 		}
 		cfg, _ := h.env.ReadFile(host.KubeletConfigPath)
@@ -72,7 +72,7 @@ func TestKubeletConfigNeedsTheClustersConfigMap(t *testing.T) {
 	h := newTestHost(t)
 	_ = h.client.CoreV1().ConfigMaps("kube-system").Delete(context.Background(), "kubelet-config", metav1.DeleteOptions{})
 	s := &State{Opts: h.options(t), BootstrapClient: h.client}
-	err := KubeletConfig.Run(context.Background(), h.env, s)
+	err := runPhase(KubeletConfig, h.env, s)
 	if operr.CodeOf(err) != operr.Other || !strings.Contains(err.Error(), "no kube-system/kubelet-config") || !strings.Contains(operr.HintOf(err), "upload-config kubelet") {
 		t.Fatalf("got %v", err)
 	}
@@ -90,7 +90,7 @@ func TestKubeletConfigMakesTheStaticPodDirectory(t *testing.T) {
 		o := h.options(t)
 		o.DryRun = dry
 		s := &State{Opts: o, BootstrapClient: h.client}
-		if err := KubeletConfig.Run(context.Background(), h.env, s); err != nil {
+		if err := runPhase(KubeletConfig, h.env, s); err != nil {
 			t.Fatal(err)
 		}
 		st, err := os.Stat(h.env.Paths.Of(host.ManifestsDir))
@@ -109,12 +109,12 @@ func TestKubeletConfigLeavesAJoinedNodeAlone(t *testing.T) {
 	t.Parallel()
 	h := newTestHost(t)
 	s := &State{Opts: h.options(t), BootstrapClient: h.client}
-	if err := KubeletConfig.Run(context.Background(), h.env, s); err != nil {
+	if err := runPhase(KubeletConfig, h.env, s); err != nil {
 		t.Fatal(err)
 	}
 	_ = os.RemoveAll(h.env.Paths.Of(host.ManifestsDir))
 	again := &State{Opts: h.options(t), BootstrapClient: h.client}
-	if err := KubeletConfig.Run(context.Background(), h.env, again); err != nil {
+	if err := runPhase(KubeletConfig, h.env, again); err != nil {
 		t.Fatal(err)
 	}
 	if again.Changed() || h.env.Exists(host.ManifestsDir) {
@@ -146,7 +146,7 @@ func TestKubeletConfigLabelsOnlyAFirstJoin(t *testing.T) {
 			}
 		}
 		s := &State{Opts: h.options(t), BootstrapClient: h.client}
-		if err := KubeletConfig.Run(context.Background(), h.env, s); err != nil {
+		if err := runPhase(KubeletConfig, h.env, s); err != nil {
 			t.Fatal(err)
 		}
 		got, _ := os.ReadFile(p)
@@ -183,7 +183,7 @@ func TestKubeletConfigWritesConfigYAMLLast(t *testing.T) {
 	t.Parallel()
 	h := newTestHost(t)
 	s := &State{Opts: h.options(t), BootstrapClient: h.client, Journal: &Journal{Node: "w1"}}
-	if err := KubeletConfig.Run(context.Background(), h.env, s); err != nil {
+	if err := runPhase(KubeletConfig, h.env, s); err != nil {
 		t.Fatal(err)
 	}
 	files := s.Journal.Files

@@ -1,7 +1,6 @@
 package phases
 
 import (
-	"context"
 	"strings"
 	"testing"
 )
@@ -11,7 +10,7 @@ func TestKubeletStartRestartsOnlyAfterAChange(t *testing.T) {
 	h := newTestHost(t)
 	h.runner.active = true
 	s := &State{Opts: h.options(t)}
-	if err := KubeletStart.Run(context.Background(), h.env, s); err != nil {
+	if err := runPhase(KubeletStart, h.env, s); err != nil {
 		t.Fatal(err)
 	}
 	if s.Changed() || strings.Contains(strings.Join(h.runner.calls, "\n"), "restart") {
@@ -19,7 +18,7 @@ func TestKubeletStartRestartsOnlyAfterAChange(t *testing.T) {
 	}
 	s.MarkChanged()
 	h.runner.calls = nil
-	if err := KubeletStart.Run(context.Background(), h.env, s); err != nil {
+	if err := runPhase(KubeletStart, h.env, s); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(h.runner.calls, ";"); got != "systemctl daemon-reload;systemctl enable kubelet;systemctl restart kubelet" /* no journal: nothing to record */ {
@@ -33,11 +32,11 @@ func TestKubeletStartDryRunPlansOnly(t *testing.T) {
 	o := h.options(t)
 	o.DryRun = true
 	s := &State{Opts: o}
-	if err := KubeletStart.Run(context.Background(), h.env, s); err != nil {
+	if err := runPhase(KubeletStart, h.env, s); err != nil {
 		t.Fatal(err)
 	}
-	if len(h.runner.calls) != 0 || len(s.PlannedAPI) != 3 {
-		t.Errorf("calls %v planned %v", h.runner.calls, s.PlannedAPI)
+	if len(h.runner.calls) != 0 || len(s.PlannedActions()) != 3 {
+		t.Errorf("calls %v planned %v", h.runner.calls, s.PlannedActions())
 	}
 }
 
@@ -50,7 +49,7 @@ func TestResetDisablesOnlyTheUnitTheJoinEnabled(t *testing.T) {
 		h.runner.enabled = before
 		s := &State{Opts: h.options(t), Journal: &Journal{Node: "w1"}}
 		s.MarkChanged()
-		if err := KubeletStart.Run(context.Background(), h.env, s); err != nil {
+		if err := runPhase(KubeletStart, h.env, s); err != nil {
 			t.Fatal(err)
 		}
 		j, err := LoadJournal(h.env)
@@ -62,7 +61,7 @@ func TestResetDisablesOnlyTheUnitTheJoinEnabled(t *testing.T) {
 		}
 		h.runner.calls = nil
 		rs := &ResetState{Report: &ResetReport{}, Journal: j}
-		if err := ResetKubelet.Run(context.Background(), h.env, rs); err != nil {
+		if err := runResetPhase(ResetKubelet, h.env, rs); err != nil {
 			t.Fatal(err)
 		}
 		disabled := strings.Contains(strings.Join(h.runner.calls, ";"), "systemctl disable kubelet")

@@ -35,7 +35,7 @@ func runMarkControlPlane(ctx context.Context, e *host.Env, s *State) error {
 		}
 	}
 	if s.Opts.DryRun {
-		s.PlannedAPI = append(s.PlannedAPI, "label node "+s.Opts.NodeName+" "+LabelControlPlane+" and "+LabelExcludeFromLB+"; taint it "+LabelControlPlane+":NoSchedule")
+		e.Fx().API("label node " + s.Opts.NodeName + " " + LabelControlPlane + " and " + LabelExcludeFromLB + "; taint it " + LabelControlPlane + ":NoSchedule")
 		return nil
 	}
 	name := s.Opts.NodeName

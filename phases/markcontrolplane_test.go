@@ -15,11 +15,11 @@ func TestMarkControlPlaneKeepsExistingTaintsAndIsIdempotent(t *testing.T) {
 	t.Parallel()
 	h := newTestHost(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cp2"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "x", Effect: corev1.TaintEffectNoExecute}}}})
 	s := &State{Opts: Options{NodeName: "cp2", ControlPlane: true, Timeouts: DefaultTimeouts()}, AdminClient: h.client}
-	if err := MarkControlPlane.Run(context.Background(), h.env, s); err != nil || !s.Changed() {
+	if err := runPhase(MarkControlPlane, h.env, s); err != nil || !s.Changed() {
 		t.Fatalf("first: %v changed=%v", err, s.Changed())
 	}
 	s2 := &State{Opts: s.Opts, AdminClient: h.client}
-	if err := MarkControlPlane.Run(context.Background(), h.env, s2); err != nil || s2.Changed() {
+	if err := runPhase(MarkControlPlane, h.env, s2); err != nil || s2.Changed() {
 		t.Fatalf("second: %v changed=%v", err, s2.Changed())
 	}
 	n, err := h.client.CoreV1().Nodes().Get(context.Background(), "cp2", metav1.GetOptions{})
@@ -42,7 +42,7 @@ func TestMarkControlPlaneWaitsForRegistration(t *testing.T) {
 	t.Parallel()
 	h := newTestHost(t)
 	s := &State{Opts: Options{NodeName: "cp2", ControlPlane: true, Timeouts: DefaultTimeouts()}, AdminClient: h.client}
-	err := MarkControlPlane.Run(context.Background(), h.env, s)
+	err := runPhase(MarkControlPlane, h.env, s)
 	if operr.CodeOf(err) != operr.Timeout || !strings.Contains(err.Error(), `node "cp2" did not register`) {
 		t.Fatalf("got %v", err)
 	}

@@ -50,7 +50,7 @@ func TestWaitReadyWatchesInsteadOfPolling(t *testing.T) {
 		return false, nil, nil
 	})
 	s := &State{Opts: o, NodeClient: h.client, Started: time.Now()}
-	if err := WaitReady.Run(context.Background(), h.env, s); err != nil || !s.Ready {
+	if err := runPhase(WaitReady, h.env, s); err != nil || !s.Ready {
 		t.Fatalf("err %v ready %v", err, s.Ready)
 	}
 	mu.Lock()

@@ -83,7 +83,7 @@ func runReplaceNode(ctx context.Context, e *host.Env, s *State) error {
 		detail += "; not inherited: " + strings.Join(inherited, "; ")
 	}
 	if s.Opts.DryRun {
-		s.PlannedAPI = append(s.PlannedAPI, fmt.Sprintf("delete the Lease kube-node-lease/%s and the Node %s (uid %s), so this node registers afresh", name, name, node.UID))
+		e.Fx().API(fmt.Sprintf("delete the Lease kube-node-lease/%s and the Node %s (uid %s), so this node registers afresh", name, name, node.UID))
 		s.Repairs = append(s.Repairs, Repair{Kind: "node", Name: name, ID: string(node.UID), Action: "would delete", Detail: detail})
 		return nil
 	}

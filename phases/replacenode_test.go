@@ -133,8 +133,8 @@ func TestReplaceDryRunDeletesNothing(t *testing.T) {
 	if len(s.Repairs) != 1 || s.Repairs[0].Action != "would delete" || s.Repairs[0].ID != "uid-of-the-former-w1" {
 		t.Errorf("repairs %+v", s.Repairs)
 	}
-	if !strings.Contains(strings.Join(s.PlannedAPI, "\n"), "delete the Lease kube-node-lease/w1 and the Node w1 (uid uid-of-the-former-w1)") {
-		t.Errorf("planned %v", s.PlannedAPI)
+	if !strings.Contains(strings.Join(s.PlannedActions(), "\n"), "delete the Lease kube-node-lease/w1 and the Node w1 (uid uid-of-the-former-w1)") {
+		t.Errorf("planned %v", s.PlannedActions())
 	}
 }
 

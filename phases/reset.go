@@ -146,8 +146,9 @@ func runReset(ctx context.Context, e *host.Env, o ResetOptions, skip []string, w
 			return r, err
 		}
 	}
+	e = rs.effects(e, o.DryRun, nil)
 	results, err := workflow.Run(ctx, e, rs, wf, workflow.Options{Skip: skip}, workflow.Hooks[*ResetState]{
-		Changes: func(s *ResetState) int { return s.changes + len(s.Report.PlannedActions) },
+		Changes: func(s *ResetState) int { return s.changeCount() + len(s.Report.PlannedActions) },
 		Again:   "run the same command again to finish the reset",
 		DryRun:  o.DryRun,
 	})

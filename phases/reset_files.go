@@ -109,11 +109,10 @@ func runResetFiles(_ context.Context, e *host.Env, s *ResetState) error {
 			}
 			continue
 		}
-		if err := os.RemoveAll(p); err != nil { // a symlink itself is removed, never its target
+		if err := e.Fx().Remove(clean); err != nil { // a symlink itself is removed, never its target
 			return operr.Wrap(operr.Other, err, "cannot remove "+clean, "")
 		}
 		r.RemovedFiles = append(r.RemovedFiles, clean)
-		s.MarkChanged()
 	}
 	if e.Exists(JournalPath) {
 		if s.Opts.DryRun {
@@ -123,7 +122,7 @@ func runResetFiles(_ context.Context, e *host.Env, s *ResetState) error {
 		if err := RemoveJournal(e); err != nil {
 			return err
 		}
-		s.MarkChanged()
+		s.MarkChanged() // the journal is a record, not counted by the effects: the node held a join
 	}
 	if s.Opts.DryRun {
 		return nil

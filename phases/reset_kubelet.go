@@ -25,23 +25,21 @@ func runResetKubelet(ctx context.Context, e *host.Env, s *ResetState) error {
 		return nil
 	}
 	if s.Journal != nil && s.Journal.EnabledKubelet {
-		if _, err := e.Exec.Run(ctx, "systemctl", "disable", "kubelet"); err != nil {
+		if err := e.Fx().Service(ctx, "disable", "kubelet"); err != nil {
 			s.Warn(e, "stop-kubelet", "could not disable the kubelet unit the join enabled: %v", err)
 		} else {
 			s.Report.KubeletDisabled = true
-			s.MarkChanged()
 			e.Logf("stop-kubelet", "disabled the kubelet unit (the join had enabled it)")
 		}
 	}
 	if _, err := e.Exec.Run(ctx, "systemctl", "is-active", "--quiet", "kubelet"); err != nil {
 		return nil
 	}
-	if _, err := e.Exec.Run(ctx, "systemctl", "stop", "kubelet"); err != nil {
+	if err := e.Fx().Service(ctx, "stop", "kubelet"); err != nil {
 		s.Warn(e, "stop-kubelet", "could not stop the kubelet: %v", err)
 		return nil
 	}
 	s.Report.KubeletStopped, s.kubeletStopping = true, true
-	s.MarkChanged()
 	e.Logf("stop-kubelet", "stopped the kubelet")
 	return nil
 }

@@ -59,9 +59,8 @@ func removeStaticPods(ctx context.Context, e *host.Env, s *ResetState, phase, ke
 			}
 			continue
 		}
-		if err := os.Remove(e.Paths.Of(hostPath)); err == nil {
+		if err := e.Fx().Remove(hostPath); err == nil {
 			r.RemovedFiles = append(r.RemovedFiles, hostPath)
-			s.MarkChanged()
 			removed++
 		}
 	}

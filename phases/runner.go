@@ -36,12 +36,13 @@ type RunOptions struct {
 // In a dry run a phase's change is what it plans (writes, API calls, repairs), and a phase that
 // plans one reports "would change" rather than "ran".
 func Run(ctx context.Context, e *host.Env, s *State, wf []Phase, o RunOptions) ([]PhaseResult, error) {
+	e = s.effects(e, s.Opts.DryRun, s.journalFirst)
 	results, err := workflow.Run(ctx, e, s, wf, workflow.Options{Skip: o.Skip, Only: o.Only, AfterPhase: o.AfterPhase}, workflow.Hooks[*State]{
 		Changes: func(s *State) int {
 			if s.Opts.DryRun {
-				return len(s.PlannedWrites) + len(s.PlannedAPI) + len(s.Repairs)
+				return s.changeCount() + len(s.Repairs)
 			}
-			return s.changes
+			return s.changeCount()
 		},
 		Again:  "run the same command again to finish the join",
 		DryRun: s.Opts.DryRun,

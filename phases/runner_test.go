@@ -34,7 +34,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 		}
 	}
 	var paths []string
-	for _, w := range s.PlannedWrites {
+	for _, w := range s.PlannedWrites() {
 		paths = append(paths, w.Path)
 	}
 	for _, want := range []string{host.KubeletKubeconfig, host.CACertPath, host.KubeletConfigPath, host.KubeletFlagsPath} {

@@ -1,7 +1,6 @@
 package phases
 
 import (
-	"bytes"
 	"crypto"
 	"fmt"
 	"os"
@@ -10,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"kjoin.dev/kjoin/atomicfile"
 	"kjoin.dev/kjoin/certs"
 	"kjoin.dev/kjoin/clusterconfig"
 	"kjoin.dev/kjoin/cri"
@@ -154,10 +152,6 @@ type State struct {
 	Repairs   []Repair
 	StaleNode *corev1.Node
 
-	// Dry run.
-	PlannedWrites []PlannedWrite
-	PlannedAPI    []string
-
 	// Journal is the on-node record of this (or an interrupted earlier) join.
 	Journal *Journal
 	// Own is true when this node's existing files belong to this same join (journal or a
@@ -177,16 +171,86 @@ type Repair struct {
 // warnings.
 type Record struct {
 	Warnings []string
-	// changes counts the changes made to the host or the cluster: the one record of change
-	// (a phase that made none reports "unchanged").
+	// changes counts the changes made to the cluster that are not in the effect log.
 	changes int
+	// fx are the run's effects (set by the runner): the one record of what changed on the
+	// node, and in a dry run of what would.
+	fx host.Effects
 }
 
-// MarkChanged records a change to the host or the cluster.
+// MarkChanged records a change to the cluster the effect log does not hold.
 func (r *Record) MarkChanged() { r.changes++ }
 
-// Changed reports whether anything on the host or in the cluster was changed.
-func (r *Record) Changed() bool { return r.changes > 0 }
+// changeCount counts the changes made (planned, in a dry run) so far: a phase that made none
+// reports "unchanged".
+func (r *Record) changeCount() int {
+	n := r.changes
+	if r.fx != nil {
+		n += host.Changes(r.fx.Log())
+	}
+	return n
+}
+
+// Changed reports whether anything on the host or in the cluster was changed (in a dry run,
+// nothing was).
+func (r *Record) Changed() bool {
+	return r.changes > 0 || (r.fx != nil && !r.fx.Planning() && host.Changes(r.fx.Log()) > 0)
+}
+
+// effects gives the run its effects (planned in a dry run; applied with before as the hook
+// otherwise), unless the caller's environment brings its own (a test's recorder), and
+// returns the environment the phases get.
+func (r *Record) effects(e *host.Env, dryRun bool, before func(*host.Env) func(host.Effect) error) *host.Env {
+	if e.Effects != nil {
+		r.fx = e.Effects
+		return e
+	}
+	run := *e
+	switch {
+	case r.fx != nil: // this state's run goes on (a phase run again on it)
+		run.Effects = r.fx
+	case dryRun:
+		run.Effects = host.Plan()
+	case before != nil:
+		run.Effects = host.Apply(&run, before(&run))
+	default:
+		run.Effects = host.Apply(&run, nil)
+	}
+	r.fx = run.Effects
+	return &run
+}
+
+// PlannedWrites are the files a dry run would write (a symlink as mode 0777), in order.
+func (s *State) PlannedWrites() []PlannedWrite {
+	var out []PlannedWrite
+	for _, f := range s.log() {
+		switch f.Kind {
+		case host.EffectWrite:
+			out = append(out, PlannedWrite{Path: f.Path, Mode: f.Mode})
+		case host.EffectSymlink:
+			out = append(out, PlannedWrite{Path: f.Path, Mode: 0o777})
+		}
+	}
+	return out
+}
+
+// PlannedActions are the cluster changes and service actions a dry run would make, in order.
+func (s *State) PlannedActions() []string {
+	var out []string
+	for _, f := range s.log() {
+		if f.Kind == host.EffectAPI || f.Kind == host.EffectService {
+			out = append(out, f.String())
+		}
+	}
+	return out
+}
+
+func (r *Record) log() []host.Effect {
+	if r.fx == nil {
+		return nil
+	}
+	return r.fx.Log()
+}
 
 // Warn records a warning (printed and reported in JSON).
 func (r *Record) Warn(e *host.Env, phase, format string, args ...any) {
@@ -194,24 +258,17 @@ func (r *Record) Warn(e *host.Env, phase, format string, args ...any) {
 	r.Warnings = append(r.Warnings, "["+phase+"] "+sprintf(format, args...))
 }
 
-// WriteFile writes a host file atomically (recording it in the journal), or records it in a
-// dry run. A file that already has this content and mode is left alone, mtime included.
-func (s *State) WriteFile(e *host.Env, hostPath string, data []byte, mode os.FileMode) error {
-	if s.Opts.DryRun {
-		s.PlannedWrites = append(s.PlannedWrites, PlannedWrite{Path: hostPath, Mode: mode})
-		return nil
-	}
-	if st, err := os.Lstat(e.Paths.Of(hostPath)); err == nil && st.Mode().Perm() == mode.Perm() {
-		if cur, err := os.ReadFile(e.Paths.Of(hostPath)); err == nil && bytes.Equal(cur, data) {
+// journalFirst is the join's effect hook: a file (or symlink) is recorded in the journal, and
+// the journal saved, before it is written, so an interrupted join's reset finds it.
+func (s *State) journalFirst(e *host.Env) func(host.Effect) error {
+	return func(f host.Effect) error {
+		if s.Journal == nil || (f.Kind != host.EffectWrite && f.Kind != host.EffectSymlink) || s.Journal.Owns(f.Path) {
 			return nil
 		}
-	}
-	if s.Journal != nil {
-		s.Journal.Wrote(hostPath)
+		s.Journal.Wrote(f.Path)
 		if err := s.Journal.Save(e); err != nil {
 			return fmt.Errorf("save journal: %w", err)
 		}
+		return nil
 	}
-	s.MarkChanged()
-	return atomicfile.Write(e.Paths.Of(hostPath), data, mode, 0o755)
 }

@@ -62,7 +62,7 @@ func TestMarkControlPlaneWithNoTaints(t *testing.T) {
 	t.Parallel()
 	h := newTestHost(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cp2"}})
 	s := &State{Opts: Options{NodeName: "cp2", ControlPlane: true, Timeouts: DefaultTimeouts(), TaintsSet: true}, AdminClient: h.client}
-	if err := MarkControlPlane.Run(context.Background(), h.env, s); err != nil {
+	if err := runPhase(MarkControlPlane, h.env, s); err != nil {
 		t.Fatal(err)
 	}
 	n, _ := h.client.CoreV1().Nodes().Get(context.Background(), "cp2", metav1.GetOptions{})
@@ -79,7 +79,7 @@ func TestWaitReadyHonoursItsTimeout(t *testing.T) {
 	o.WaitReady, o.WaitReadyTimeout, o.ReadyGrace = true, 3*time.Minute, time.Second
 	start := h.env.Clock.Now()
 	s := &State{Opts: o, NodeClient: h.client, Started: start}
-	err := WaitReady.Run(context.Background(), h.env, s)
+	err := runPhase(WaitReady, h.env, s)
 	if err == nil || !strings.Contains(err.Error(), "not Ready after 3m0s") {
 		t.Fatalf("a Node NotReady throughout with --wait-ready-timeout 3m: %v", err)
 	}
@@ -147,7 +147,7 @@ func TestPreflightReportsRootFirstAndTheRuntimeWithTheRest(t *testing.T) {
 	if o.CRISocket != "unix:///var/run/containerd/containerd.sock" {
 		t.Fatalf("no socket found: CRI socket %q, want kubeadm's default", o.CRISocket)
 	}
-	err := Preflight.Run(context.Background(), h.env, &State{Opts: o})
+	err := runPhase(Preflight, h.env, &State{Opts: o})
 	lines := strings.Split(err.Error(), "\n")
 	if len(lines) < 3 || !strings.Contains(lines[1], "IsPrivilegedUser") || !strings.Contains(lines[2], "[ERROR CRI]: no container runtime socket") {
 		t.Errorf("want root first, then the runtime:\n%v", err)
@@ -155,7 +155,7 @@ func TestPreflightReportsRootFirstAndTheRuntimeWithTheRest(t *testing.T) {
 	o.IgnorePreflight = map[string]bool{"cri": true}
 	h.env.Geteuid = func() int { return 0 }
 	s := &State{Opts: o}
-	if err := Preflight.Run(context.Background(), h.env, s); err != nil || !strings.Contains(strings.Join(s.Warnings, "\n"), "CRI") {
+	if err := runPhase(Preflight, h.env, s); err != nil || !strings.Contains(strings.Join(s.Warnings, "\n"), "CRI") {
 		t.Errorf("--ignore-preflight-errors=CRI: %v, warnings %v", err, s.Warnings)
 	}
 	if err := RequireRoot(&host.Env{Geteuid: func() int { return 1000 }}, "kjoin reset"); err == nil || !strings.Contains(err.Error(), "kjoin reset must run as root") {

@@ -267,3 +267,14 @@ func assertNothingWritten(t *testing.T, h *testHost) {
 }
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+// runPhase runs one join phase as the runner does: with the run's effects (planned in a dry
+// run, applied with the journal first otherwise).
+func runPhase(p Phase, e *host.Env, s *State) error {
+	return p.Run(context.Background(), s.effects(e, s.Opts.DryRun, s.journalFirst), s)
+}
+
+// runResetPhase runs one reset phase as the reset's runner does.
+func runResetPhase(p ResetPhase, e *host.Env, s *ResetState) error {
+	return p.Run(context.Background(), s.effects(e, s.Opts.DryRun, nil), s)
+}

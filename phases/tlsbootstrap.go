@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"kjoin.dev/kjoin/atomicfile"
 	cc "kjoin.dev/kjoin/clusterconfig"
 	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
@@ -28,7 +27,10 @@ import (
 // -current.pem symlink, kubelet.conf pointing at it, and the cluster CA.
 //
 //	Reads:  s.BootstrapClient, s.Discovery (Server, CAData), s.api, s.Opts (NodeName, Timeouts, DryRun); kube-system/kubeadm-config (several endpoints)
-//	Writes: s.NodeKey, s.CSRName, s.ClientCertPath, s.StaleNode (a NotReady Node of this name); host files listed above
+//	Writes: s.NodeKey, s.CSRName, s.ClientCertPath, s.StaleNode (a NotReady Node of this name);
+//	        /etc/kubernetes/{pki/ca.crt,kubelet.conf}, /var/lib/kubelet/pki/kubelet-client-*.pem
+//	        and its -current.pem symlink, /var/lib/kubelet/pki/kjoin-pending-client.key (the key
+//	        until the CSR is issued, then removed)
 var TLSBootstrap = Phase{Name: "tls-bootstrap", Short: "Request and install the kubelet client certificate", Needs: []string{"discovery"}, Run: runTLSBootstrap}
 
 func runTLSBootstrap(ctx context.Context, e *host.Env, s *State) error {
@@ -59,11 +61,12 @@ func runTLSBootstrap(ctx context.Context, e *host.Env, s *State) error {
 		}
 	}
 	if s.Opts.DryRun {
-		s.PlannedAPI = append(s.PlannedAPI, fmt.Sprintf("create CertificateSigningRequest (signer %s, CN system:node:%s) and wait for it to be issued", "kubernetes.io/kube-apiserver-client-kubelet", name))
+		e.Fx().API(fmt.Sprintf("create CertificateSigningRequest (signer %s, CN system:node:%s) and wait for it to be issued", "kubernetes.io/kube-apiserver-client-kubelet", name))
 		ts := e.Clock.Now().Format("2006-01-02-15-04-05")
-		s.PlannedWrites = append(s.PlannedWrites, PlannedWrite{host.CACertPath, 0o644}, PlannedWrite{path.Join(host.KubeletPKIDir, "kubelet-client-"+ts+".pem"), 0o600},
-			PlannedWrite{host.KubeletClientCurrent, 0o777}, PlannedWrite{host.KubeletKubeconfig, 0o600})
-		return nil
+		pem := path.Join(host.KubeletPKIDir, "kubelet-client-"+ts+".pem")
+		fx := e.Fx() // planned: nothing is written
+		return errors.Join(fx.WriteFile(host.CACertPath, nil, 0o644), fx.WriteFile(pem, nil, 0o600),
+			fx.Symlink(pem, host.KubeletClientCurrent), fx.WriteFile(host.KubeletKubeconfig, nil, 0o600))
 	}
 	req := tlsbootstrap.Request{
 		Client: s.BootstrapClient, NodeName: name, Timeout: s.Opts.Timeouts.TLSBootstrap, Clock: e.Clock,
@@ -85,7 +88,7 @@ func runTLSBootstrap(ctx context.Context, e *host.Env, s *State) error {
 		if err != nil {
 			return err
 		}
-		if err := s.WriteFile(e, pendingKeyPath, keyPEM, 0o600); err != nil {
+		if err := e.Fx().WriteFile(pendingKeyPath, keyPEM, 0o600); err != nil {
 			return err
 		}
 		if csrName, err = tlsbootstrap.Create(ctx, req); err != nil {
@@ -126,7 +129,7 @@ func runTLSBootstrap(ctx context.Context, e *host.Env, s *State) error {
 			return err
 		}
 	}
-	return os.Remove(e.Paths.Of(pendingKeyPath))
+	return e.Fx().Remove(pendingKeyPath)
 }
 
 // resumableCSR returns the journal's CSR (and sets req.Key to its kept key) when that CSR can
@@ -173,7 +176,7 @@ func forgetCSR(e *host.Env, s *State) {
 		return
 	}
 	if j.PendingKey != "" {
-		_ = os.Remove(e.Paths.Of(j.PendingKey))
+		_ = e.Fx().Remove(j.PendingKey)
 	}
 	j.CSR, j.PendingKey = "", ""
 	if err := j.Save(e); err != nil {
@@ -288,14 +291,11 @@ func installKubeletIdentity(e *host.Env, s *State, server string, certPEM []byte
 		return err
 	}
 	pemPath := path.Join(host.KubeletPKIDir, "kubelet-client-"+e.Clock.Now().Format("2006-01-02-15-04-05")+".pem")
-	if err := s.WriteFile(e, pemPath, append(append(append([]byte{}, certPEM...), '\n'), keyPEM...), 0o600); err != nil {
+	if err := e.Fx().WriteFile(pemPath, append(append(append([]byte{}, certPEM...), '\n'), keyPEM...), 0o600); err != nil {
 		return err
 	}
-	if err := atomicfile.Symlink(pemPath, e.Paths.Of(host.KubeletClientCurrent)); err != nil {
+	if err := e.Fx().Symlink(pemPath, host.KubeletClientCurrent); err != nil {
 		return err
-	}
-	if s.Journal != nil {
-		s.Journal.Wrote(host.KubeletClientCurrent)
 	}
 	s.ClientCertPath = pemPath
 	if err := writeKubeletKubeconfig(e, s, server); err != nil {
@@ -333,7 +333,7 @@ func kubeletServer(ctx context.Context, e *host.Env, s *State) string {
 
 // writeKubeletKubeconfig writes kubelet.conf pointing at the rotating -current.pem, and the CA.
 func writeKubeletKubeconfig(e *host.Env, s *State, server string) error {
-	if err := s.WriteFile(e, host.CACertPath, s.Discovery.CAData, 0o644); err != nil {
+	if err := e.Fx().WriteFile(host.CACertPath, s.Discovery.CAData, 0o644); err != nil {
 		return err
 	}
 	kc := clientcmdapi.NewConfig()
@@ -346,5 +346,5 @@ func writeKubeletKubeconfig(e *host.Env, s *State, server string) error {
 	if err != nil {
 		return err
 	}
-	return s.WriteFile(e, host.KubeletKubeconfig, b, 0o600)
+	return e.Fx().WriteFile(host.KubeletKubeconfig, b, 0o600)
 }

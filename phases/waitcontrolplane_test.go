@@ -1,7 +1,6 @@
 package phases
 
 import (
-	"context"
 	"crypto/x509"
 	"net/http"
 	"strings"
@@ -25,7 +24,7 @@ func TestWaitControlPlaneNamesTheUnhealthyComponent(t *testing.T) {
 	}
 	s := &State{Opts: Options{NodeName: "cp2", ControlPlane: true, AdvertiseAddress: "10.0.0.12", BindPort: 6443, Timeouts: DefaultTimeouts()},
 		Discovery: &discovery.Result{CAData: h.server.CAPEM}}
-	err := WaitControlPlane.Run(context.Background(), h.env, s)
+	err := runPhase(WaitControlPlane, h.env, s)
 	if operr.CodeOf(err) != operr.Timeout || !strings.Contains(err.Error(), "kube-controller-manager is not healthy") || !strings.Contains(err.Error(), "Service Unavailable") {
 		t.Fatalf("got %v", err)
 	}

@@ -1,7 +1,6 @@
 package phases
 
 import (
-	"context"
 	"crypto/x509"
 	"fmt"
 	"net"
@@ -41,7 +40,7 @@ func TestWaitReadyNamesTheBlockingCondition(t *testing.T) {
 		o := h.options(t)
 		o.WaitReady, o.WaitReadyTimeout = require, time.Minute
 		s := &State{Opts: o, NodeClient: h.client, Started: h.env.Clock.Now()}
-		err := WaitReady.Run(context.Background(), h.env, s)
+		err := runPhase(WaitReady, h.env, s)
 		if require {
 			if operr.CodeOf(err) != operr.Timeout || !strings.Contains(err.Error(), "NetworkReady=false") {
 				t.Errorf("--wait-ready: %v", err)
@@ -58,7 +57,7 @@ func TestWaitReadyTimesOutWithoutRegistration(t *testing.T) {
 	t.Parallel()
 	h := newTestHost(t)
 	s := &State{Opts: h.options(t), NodeClient: h.client, Started: h.env.Clock.Now()}
-	err := WaitReady.Run(context.Background(), h.env, s)
+	err := runPhase(WaitReady, h.env, s)
 	if operr.CodeOf(err) != operr.Timeout || !strings.Contains(err.Error(), `did not register Node "w1"`) {
 		t.Fatalf("got %v", err)
 	}
@@ -72,7 +71,7 @@ func TestWaitReadyDoesNotWaitForTheLease(t *testing.T) {
 	ready.Status.Conditions[0].Status = corev1.ConditionTrue
 	h := newTestHost(t, ready)
 	s := &State{Opts: h.options(t), NodeClient: h.client, Started: h.env.Clock.Now()}
-	if err := WaitReady.Run(context.Background(), h.env, s); err != nil {
+	if err := runPhase(WaitReady, h.env, s); err != nil {
 		t.Fatal(err)
 	}
 	if !s.Ready || s.LeaseFound || !strings.Contains(h.out.String(), "Lease pending") {
@@ -101,7 +100,7 @@ func TestWaitKubeletOnlyWaitsForHealthz(t *testing.T) {
 	o := h.options(t)
 	o.WaitKubeletOnly = true
 	s := &State{Opts: o, NodeClient: h.client, Started: h.env.Clock.Now()}
-	if err := WaitReady.Run(context.Background(), h.env, s); err != nil {
+	if err := runPhase(WaitReady, h.env, s); err != nil {
 		t.Fatal(err)
 	}
 	if calls.Load() != 3 || s.RegisteredAfter != 0 {
@@ -111,7 +110,7 @@ func TestWaitKubeletOnlyWaitsForHealthz(t *testing.T) {
 	// A kubelet that never gets healthy is a timeout naming the URL.
 	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.Error(w, "no", 500) })
 	o.Timeouts.KubeletHealth = time.Second
-	err := WaitReady.Run(context.Background(), h.env, &State{Opts: o, Started: h.env.Clock.Now()})
+	err := runPhase(WaitReady, h.env, &State{Opts: o, Started: h.env.Clock.Now()})
 	if operr.CodeOf(err) != operr.Timeout || !strings.Contains(err.Error(), fmt.Sprintf("127.0.0.1:%d/healthz", port)) {
 		t.Errorf("got %v", err)
 	}

@@ -211,13 +211,13 @@ func joinResultOf(s *phases.State, results []workflow.Result, err error) *output
 		Changed: s.Changed(), Node: s.Opts.NodeName, Role: "worker", Endpoint: token.Redact(s.Opts.Endpoint),
 		ClusterVersion: s.ClusterVersion, KubeletVersion: s.KubeletVersion, Runtime: runtimeOf(s.Runtime),
 		ClientCertificate: s.ClientCertPath, CSR: s.CSRName, KubeletServer: s.KubeletServer, Ready: s.Ready, DryRun: s.Opts.DryRun,
-		PlannedActions: s.PlannedAPI, Phases: phasesOf(results), Warnings: s.Warnings,
+		PlannedActions: s.PlannedActions(), Phases: phasesOf(results), Warnings: s.Warnings,
 		Error: NewErrorJSON(err),
 	}
 	for _, rp := range s.Repairs {
 		r.Repairs = append(r.Repairs, output.Repair{Kind: rp.Kind, Name: rp.Name, ID: rp.ID, Action: rp.Action, Detail: rp.Detail})
 	}
-	for _, w := range s.PlannedWrites {
+	for _, w := range s.PlannedWrites() {
 		r.PlannedWrites = append(r.PlannedWrites, output.File{Path: w.Path, Mode: output.NewFileMode(w.Mode)})
 	}
 	if s.RegisteredAfter > 0 {
@@ -261,10 +261,10 @@ func joinResultOf(s *phases.State, results []workflow.Result, err error) *output
 func printJoinSummary(w io.Writer, s *phases.State, r *output.JoinResult) {
 	if s.Opts.DryRun {
 		fmt.Fprintln(w, "Dry run: nothing was changed. This join would:")
-		for _, a := range s.PlannedAPI {
+		for _, a := range s.PlannedActions() {
 			fmt.Fprintf(w, "  - %s\n", a)
 		}
-		for _, f := range s.PlannedWrites {
+		for _, f := range s.PlannedWrites() {
 			fmt.Fprintf(w, "  - write %s (mode %04o)\n", f.Path, f.Mode.Perm())
 		}
 		printRepairs(w, r.Repairs)
