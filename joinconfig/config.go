@@ -11,7 +11,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"kjoin.dev/kjoin/clusterconfig"
-	"kjoin.dev/kjoin/phases"
+	"kjoin.dev/kjoin/joinrequest"
 	"kjoin.dev/kjoin/yamldocs"
 )
 
@@ -37,13 +37,13 @@ type JoinConfiguration struct {
 
 // NodeRegistration is JoinConfiguration.nodeRegistration.
 type NodeRegistration struct {
-	Name                  string              `json:"name,omitempty"`
-	CRISocket             string              `json:"criSocket,omitempty"`
-	Taints                *[]phases.Taint     `json:"taints,omitempty"`
-	KubeletExtraArgs      []clusterconfig.Arg `json:"kubeletExtraArgs,omitempty"`
-	IgnorePreflightErrors []string            `json:"ignorePreflightErrors,omitempty"`
-	ImagePullPolicy       string              `json:"imagePullPolicy,omitempty"`
-	ImagePullSerial       *bool               `json:"imagePullSerial,omitempty"`
+	Name                  string               `json:"name,omitempty"`
+	CRISocket             string               `json:"criSocket,omitempty"`
+	Taints                *[]joinrequest.Taint `json:"taints,omitempty"`
+	KubeletExtraArgs      []clusterconfig.Arg  `json:"kubeletExtraArgs,omitempty"`
+	IgnorePreflightErrors []string             `json:"ignorePreflightErrors,omitempty"`
+	ImagePullPolicy       string               `json:"imagePullPolicy,omitempty"`
+	ImagePullSerial       *bool                `json:"imagePullSerial,omitempty"`
 }
 
 // Discovery is JoinConfiguration.discovery.

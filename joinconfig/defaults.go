@@ -6,7 +6,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"kjoin.dev/kjoin/phases"
+	"kjoin.dev/kjoin/joinrequest"
 )
 
 // MarshalJSON writes a Go duration string, as metav1.Duration does.
@@ -23,7 +23,7 @@ const PinPlaceholder = "sha256:<the-cluster-CA-pin>"
 func Defaults(nodeName string) *JoinConfiguration {
 	d := func(t time.Duration) *Duration { return &Duration{t} }
 	serial := true
-	var noTaints []phases.Taint // kubeadm prints "taints: null"
+	var noTaints []joinrequest.Taint // kubeadm prints "taints: null"
 	return &JoinConfiguration{
 		APIVersion: "kubeadm.k8s.io/v1beta4", Kind: "JoinConfiguration",
 		CACertPath: "/etc/kubernetes/pki/ca.crt",

@@ -22,10 +22,10 @@ import (
 	"kjoin.dev/kjoin/certs"
 	"kjoin.dev/kjoin/clusterconfig"
 	"kjoin.dev/kjoin/discovery"
+	"kjoin.dev/kjoin/joinrequest"
 	"kjoin.dev/kjoin/joinstring"
 	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/patches"
-	"kjoin.dev/kjoin/phases"
 	"kjoin.dev/kjoin/token"
 )
 
@@ -89,7 +89,7 @@ type Sources struct {
 
 // Result is a validated join request.
 type Result struct {
-	Options    phases.Options
+	Options    joinrequest.Options
 	SkipPhases []string
 	Warnings   []string
 }
@@ -126,7 +126,7 @@ type input struct {
 	controlPlane, dryRun                              bool
 	skip                                              value[[]string]
 	ignore                                            []string
-	taints                                            value[*[]phases.Taint]
+	taints                                            value[*[]joinrequest.Taint]
 	kubeletExtraArgs                                  []clusterconfig.Arg
 	timeouts                                          []value[*time.Duration]
 	secret                                            value[string]
@@ -139,8 +139,8 @@ func Resolve(f Flags, src Sources, phaseNames []string) (*Result, error) {
 		f.Changed = func(string) bool { return false }
 	}
 	v := &validator{}
-	res := &Result{Options: phases.Options{
-		Timeouts: phases.DefaultTimeouts(), WaitReady: f.WaitReady, WaitReadyTimeout: f.WaitReadyTimeout,
+	res := &Result{Options: joinrequest.Options{
+		Timeouts: joinrequest.DefaultTimeouts(), WaitReady: f.WaitReady, WaitReadyTimeout: f.WaitReadyTimeout,
 		Replace: f.Replace, RemoveDeadLearners: f.RemoveDeadLearners, KubeletServingCertificates: f.KubeletServingCertificates,
 		ReadyGrace: 15 * time.Second, IgnorePreflight: map[string]bool{},
 	}}
@@ -159,7 +159,7 @@ func Resolve(f Flags, src Sources, phaseNames []string) (*Result, error) {
 }
 
 // fromFlags gathers the request from the command line (and the secret sources).
-func (v *validator) fromFlags(f Flags, src Sources, po *phases.Options) *input {
+func (v *validator) fromFlags(f Flags, src Sources, po *joinrequest.Options) *input {
 	in := &input{
 		endpoint: value[string]{f.Endpoint, "api-server-endpoint argument"}, moreEndpoints: value[[]string]{f.MoreEndpoints, "api-server-endpoint argument"}, discoveryToken: value[string]{f.DiscoveryToken, "--discovery-token"},
 		tlsToken: value[string]{f.TLSBootstrapToken, "--tls-bootstrap-token"}, discoveryFile: value[string]{f.DiscoveryFile, "--discovery-file"},
@@ -331,7 +331,7 @@ func first(lines []string, i int) string {
 
 // fromConfig replaces the flag values with the JoinConfiguration's, following kubeadm's
 // mixing rules: only the allow-listed flags may accompany --config.
-func (v *validator) fromConfig(f Flags, in *input, po *phases.Options) *input {
+func (v *validator) fromConfig(f Flags, in *input, po *joinrequest.Options) *input {
 	var mixed []string
 	for _, n := range []string{"token", "join-string-file", "discovery-token", "discovery-token-ca-cert-hash", "discovery-token-unsafe-skip-ca-verification",
 		"discovery-file", "tls-bootstrap-token", "cri-socket", "control-plane", "certificate-key", "apiserver-advertise-address",
@@ -390,7 +390,7 @@ func (v *validator) fromConfig(f Flags, in *input, po *phases.Options) *input {
 		out.nodeName = in.nodeName
 	}
 	out.criSocket = value[string]{jc.NodeRegistration.CRISocket, from("nodeRegistration.criSocket")}
-	out.taints = value[*[]phases.Taint]{jc.NodeRegistration.Taints, from("nodeRegistration.taints")}
+	out.taints = value[*[]joinrequest.Taint]{jc.NodeRegistration.Taints, from("nodeRegistration.taints")}
 	out.kubeletExtraArgs = jc.NodeRegistration.KubeletExtraArgs
 	out.controlPlane = jc.ControlPlane != nil
 	out.bindPort = value[int]{6443, from("controlPlane.localAPIEndpoint.bindPort")}
@@ -562,7 +562,7 @@ func (v *validator) validate(f Flags, in *input, phaseNames []string, res *Resul
 			}
 		}
 		if in.advertise.V != "" {
-			if err := phases.CheckAdvertiseAddress(in.advertise.V); err != nil {
+			if err := joinrequest.CheckAdvertiseAddress(in.advertise.V); err != nil {
 				v.bad(in.advertise.From, in.advertise.V, "a unicast IP address of this node")
 			}
 		}

@@ -9,7 +9,7 @@ import (
 	sigsjson "sigs.k8s.io/json"
 
 	"kjoin.dev/kjoin/clusterconfig"
-	"kjoin.dev/kjoin/phases"
+	"kjoin.dev/kjoin/joinrequest"
 )
 
 // APIVersionV1beta3 is the older JoinConfiguration version kubeadm v1.35 and v1.36 still read
@@ -71,9 +71,9 @@ func decodeV1beta3(j []byte) (*JoinConfiguration, error) {
 	nr := in.NodeRegistration
 	out.NodeRegistration = NodeRegistration{Name: nr.Name, CRISocket: nr.CRISocket, IgnorePreflightErrors: nr.IgnorePreflightErrors, ImagePullPolicy: nr.ImagePullPolicy}
 	if nr.Taints != nil {
-		taints := []phases.Taint{}
+		taints := []joinrequest.Taint{}
 		for _, t := range *nr.Taints {
-			taints = append(taints, phases.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
+			taints = append(taints, joinrequest.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
 		}
 		out.NodeRegistration.Taints = &taints
 	}

@@ -16,6 +16,7 @@ import (
 	"kjoin.dev/kjoin/certs"
 	"kjoin.dev/kjoin/etcd/etcdtest"
 	"kjoin.dev/kjoin/host"
+	"kjoin.dev/kjoin/joinrequest"
 	"kjoin.dev/kjoin/pki"
 )
 
@@ -79,7 +80,7 @@ func newCPHost(t *testing.T) *cpHost {
 	return c
 }
 
-func (c *cpHost) options(t *testing.T) Options {
+func (c *cpHost) options(t *testing.T) joinrequest.Options {
 	t.Helper()
 	o := c.testHost.options(t)
 	o.NodeName, o.ControlPlane, o.CertificateKey, o.AdvertiseAddress, o.BindPort = "cp2", true, testCertKey, "10.0.0.12", 6443

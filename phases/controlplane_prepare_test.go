@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kjoin.dev/kjoin/host"
+	"kjoin.dev/kjoin/joinrequest"
 	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/pki"
 )
@@ -48,22 +49,22 @@ func TestControlPlanePrepareRefusals(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name string
-		edit func(c *cpHost, o *Options)
+		edit func(c *cpHost, o *joinrequest.Options)
 		code operr.Code
 		want string
 	}{
-		{"wrong certificate key", func(c *cpHost, o *Options) {
+		{"wrong certificate key", func(c *cpHost, o *joinrequest.Options) {
 			o.CertificateKey = strings.Repeat("ab", 32)
 		}, operr.Auth, "does not match the uploaded certificates"},
-		{"no controlPlaneEndpoint", func(c *cpHost, o *Options) {
+		{"no controlPlaneEndpoint", func(c *cpHost, o *joinrequest.Options) {
 			cm, _ := c.client.CoreV1().ConfigMaps("kube-system").Get(context.Background(), "kubeadm-config", metav1.GetOptions{})
 			cm.Data["ClusterConfiguration"] = strings.Replace(cm.Data["ClusterConfiguration"], "controlPlaneEndpoint: control-plane.lab:6443\n", "", 1)
 			_, _ = c.client.CoreV1().ConfigMaps("kube-system").Update(context.Background(), cm, metav1.UpdateOptions{})
 		}, operr.Preflight, "no controlPlaneEndpoint"},
-		{"no kubeadm-config", func(c *cpHost, o *Options) {
+		{"no kubeadm-config", func(c *cpHost, o *joinrequest.Options) {
 			_ = c.client.CoreV1().ConfigMaps("kube-system").Delete(context.Background(), "kubeadm-config", metav1.DeleteOptions{})
 		}, operr.Other, "no kube-system/kubeadm-config"},
-		{"certificates expired from the cluster", func(c *cpHost, o *Options) {
+		{"certificates expired from the cluster", func(c *cpHost, o *joinrequest.Options) {
 			_ = c.client.CoreV1().Secrets("kube-system").Delete(context.Background(), "kubeadm-certs", metav1.DeleteOptions{})
 		}, operr.Auth, "expire 2 hours after upload"},
 	} {

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kjoin.dev/kjoin/host"
+	"kjoin.dev/kjoin/joinrequest"
 	"kjoin.dev/kjoin/operr"
 )
 
@@ -29,7 +30,7 @@ func TestKubeletConfigAppliesOnlyKubeletPatches(t *testing.T) {
 	}
 	o := h.options(t)
 	o.PatchesDir = dir
-	o.Taints, o.TaintsSet = []Taint{{Key: "dedicated", Value: "gpu", Effect: "NoSchedule"}}, true
+	o.Taints, o.TaintsSet = []joinrequest.Taint{{Key: "dedicated", Value: "gpu", Effect: "NoSchedule"}}, true
 	s := &State{Opts: o, BootstrapClient: h.client}
 	if err := runPhase(KubeletConfig, h.env, s); err != nil {
 		t.Fatal(err)

@@ -8,13 +8,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"kjoin.dev/kjoin/joinrequest"
 	"kjoin.dev/kjoin/operr"
 )
 
 func TestMarkControlPlaneKeepsExistingTaintsAndIsIdempotent(t *testing.T) {
 	t.Parallel()
 	h := newTestHost(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cp2"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "x", Effect: corev1.TaintEffectNoExecute}}}})
-	s := &State{Opts: Options{NodeName: "cp2", ControlPlane: true, Timeouts: DefaultTimeouts()}, AdminClient: h.client}
+	s := &State{Opts: joinrequest.Options{NodeName: "cp2", ControlPlane: true, Timeouts: joinrequest.DefaultTimeouts()}, AdminClient: h.client}
 	if err := runPhase(MarkControlPlane, h.env, s); err != nil || !s.Changed() {
 		t.Fatalf("first: %v changed=%v", err, s.Changed())
 	}
@@ -41,7 +42,7 @@ func TestMarkControlPlaneKeepsExistingTaintsAndIsIdempotent(t *testing.T) {
 func TestMarkControlPlaneWaitsForRegistration(t *testing.T) {
 	t.Parallel()
 	h := newTestHost(t)
-	s := &State{Opts: Options{NodeName: "cp2", ControlPlane: true, Timeouts: DefaultTimeouts()}, AdminClient: h.client}
+	s := &State{Opts: joinrequest.Options{NodeName: "cp2", ControlPlane: true, Timeouts: joinrequest.DefaultTimeouts()}, AdminClient: h.client}
 	err := runPhase(MarkControlPlane, h.env, s)
 	if operr.CodeOf(err) != operr.Timeout || !strings.Contains(err.Error(), `node "cp2" did not register`) {
 		t.Fatalf("got %v", err)

@@ -3,7 +3,6 @@ package phases
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"slices"
 	"sort"
@@ -13,6 +12,7 @@ import (
 
 	"kjoin.dev/kjoin/discovery"
 	"kjoin.dev/kjoin/host"
+	"kjoin.dev/kjoin/joinrequest"
 	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/pki"
 )
@@ -198,7 +198,7 @@ func checkOwnership(e *host.Env, s *State) error {
 
 // Defaults fills the options a join derives from the host: the node name (hostname,
 // lower-cased) and the CRI socket (the one known socket present), as kubeadm does.
-func Defaults(e *host.Env, o *Options) error {
+func Defaults(e *host.Env, o *joinrequest.Options) error {
 	if o.NodeName == "" {
 		h, err := e.Hostname()
 		if err != nil {
@@ -239,7 +239,7 @@ func Defaults(e *host.Env, o *Options) error {
 			}
 			o.AdvertiseAddress = ip
 		}
-		if err := CheckAdvertiseAddress(o.AdvertiseAddress); err != nil {
+		if err := joinrequest.CheckAdvertiseAddress(o.AdvertiseAddress); err != nil {
 			return operr.Wrap(operr.Usage, err, "cannot use this node's advertise address", "pass --apiserver-advertise-address with an IP address of this node")
 		}
 	}
@@ -251,14 +251,6 @@ func Defaults(e *host.Env, o *Options) error {
 func RequireRoot(e *host.Env, what string) error {
 	if e.Geteuid != nil && e.Geteuid() != 0 {
 		return operr.Newf(operr.Preflight, "%s must run as root (user id %d)", what, e.Geteuid()).WithHint("run it with sudo, or as root")
-	}
-	return nil
-}
-
-// CheckAdvertiseAddress requires a global unicast or loopback IP, as kubeadm does.
-func CheckAdvertiseAddress(s string) error {
-	if ip := net.ParseIP(s); ip == nil || !(ip.IsGlobalUnicast() || ip.IsLoopback()) {
-		return fmt.Errorf("%q is not a usable unicast IP address", s)
 	}
 	return nil
 }

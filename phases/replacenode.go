@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kjoin.dev/kjoin/host"
+	"kjoin.dev/kjoin/joinrequest"
 	"kjoin.dev/kjoin/kubelet"
 	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/tlsbootstrap"
@@ -164,7 +165,7 @@ var (
 
 // inheritedFrom lists what a kubelet registering under an existing Node keeps of it that this
 // join would not set: labels, taints, annotations and a cordon.
-func inheritedFrom(n *corev1.Node, o Options) []string {
+func inheritedFrom(n *corev1.Node, o joinrequest.Options) []string {
 	mine := map[string]bool{}
 	for _, a := range o.KubeletExtraArgs {
 		if a.Name == "node-labels" {
@@ -187,7 +188,7 @@ func inheritedFrom(n *corev1.Node, o Options) []string {
 		annotations = append(annotations, k)
 	}
 	for _, t := range n.Spec.Taints {
-		if strings.HasPrefix(t.Key, "node.kubernetes.io/") || slices.ContainsFunc(o.Taints, func(m Taint) bool { return m.Key == t.Key && m.Effect == string(t.Effect) }) ||
+		if strings.HasPrefix(t.Key, "node.kubernetes.io/") || slices.ContainsFunc(o.Taints, func(m joinrequest.Taint) bool { return m.Key == t.Key && m.Effect == string(t.Effect) }) ||
 			(o.ControlPlane && !o.TaintsSet && t.Key == "node-role.kubernetes.io/control-plane") {
 			continue
 		}

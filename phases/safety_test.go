@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kjoin.dev/kjoin/host"
+	"kjoin.dev/kjoin/joinrequest"
 	"kjoin.dev/kjoin/operr"
 )
 
@@ -117,7 +118,7 @@ func TestControlPlaneJoinRefusesASystemEtcdDataDir(t *testing.T) {
 // found empty, never a directory that already held data (checks ignored by the operator).
 func TestFailedEtcdJoinDeletesOnlyItsLearnersData(t *testing.T) {
 	t.Parallel()
-	fail := func(t *testing.T, c *cpHost, o Options) {
+	fail := func(t *testing.T, c *cpHost, o joinrequest.Options) {
 		t.Helper()
 		c.etcd.PromoteRefusals = -1
 		o.Timeouts.EtcdAPICall = 300 * 1e6

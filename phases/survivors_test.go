@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kjoin.dev/kjoin/host"
+	"kjoin.dev/kjoin/joinrequest"
 )
 
 // The node key of a pending CSR is kept on the node for a resumed join: 0600 from the start.
@@ -61,7 +62,7 @@ func TestHostnameOverrideWhenTheNameDiffers(t *testing.T) {
 func TestMarkControlPlaneWithNoTaints(t *testing.T) {
 	t.Parallel()
 	h := newTestHost(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cp2"}})
-	s := &State{Opts: Options{NodeName: "cp2", ControlPlane: true, Timeouts: DefaultTimeouts(), TaintsSet: true}, AdminClient: h.client}
+	s := &State{Opts: joinrequest.Options{NodeName: "cp2", ControlPlane: true, Timeouts: joinrequest.DefaultTimeouts(), TaintsSet: true}, AdminClient: h.client}
 	if err := runPhase(MarkControlPlane, h.env, s); err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,7 @@ import (
 	"kjoin.dev/kjoin/discovery"
 	"kjoin.dev/kjoin/discovery/discoverytest"
 	"kjoin.dev/kjoin/host"
+	"kjoin.dev/kjoin/joinrequest"
 	"kjoin.dev/kjoin/token"
 )
 
@@ -167,16 +168,16 @@ func newTestHost(t *testing.T, objs ...runtime.Object) *testHost {
 	return h
 }
 
-func (h *testHost) options(t *testing.T) Options {
+func (h *testHost) options(t *testing.T) joinrequest.Options {
 	t.Helper()
 	tok, _ := token.Parse(testToken)
 	pins, err := discovery.ParsePins([]string{h.server.Pin})
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := Options{
+	o := joinrequest.Options{
 		Endpoint: h.server.Endpoint(), DiscoveryToken: &tok, TLSBootstrapToken: &tok, Pins: pins,
-		Timeouts: DefaultTimeouts(), Wait: true, ReadyGrace: time.Second, IgnorePreflight: map[string]bool{},
+		Timeouts: joinrequest.DefaultTimeouts(), Wait: true, ReadyGrace: time.Second, IgnorePreflight: map[string]bool{},
 	}
 	if err := Defaults(h.env, &o); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"kjoin.dev/kjoin/cri"
 	"kjoin.dev/kjoin/host"
+	"kjoin.dev/kjoin/joinrequest"
 	"kjoin.dev/kjoin/operr"
 )
 
@@ -36,7 +37,7 @@ func TestVersionPolicy(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			var h *testHost
-			var o Options
+			var o joinrequest.Options
 			if c.controlPlane {
 				cp := newCPHost(t)
 				h = cp.testHost
@@ -140,7 +141,7 @@ func TestRuntimeCheck(t *testing.T) {
 	}
 	// A kubelet that requires RuntimeConfig makes its absence an error.
 	err = nil
-	s := &State{ClusterVersion: "v1.38.0", KubeletVersion: "v1.38.0", Opts: Options{CRISocket: "unix:///run/containerd/containerd.sock"}}
+	s := &State{ClusterVersion: "v1.38.0", KubeletVersion: "v1.38.0", Opts: joinrequest.Options{CRISocket: "unix:///run/containerd/containerd.sock"}}
 	e := &host.Env{DescribeRuntime: func(context.Context, string) (cri.Info, error) {
 		return cri.Info{Name: "containerd", Version: "1.6.20"}, nil
 	}}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"kjoin.dev/kjoin/discovery"
+	"kjoin.dev/kjoin/joinrequest"
 	"kjoin.dev/kjoin/operr"
 )
 
@@ -22,7 +23,7 @@ func TestWaitControlPlaneNamesTheUnhealthyComponent(t *testing.T) {
 			return &http.Response{StatusCode: code, Status: http.StatusText(code), Body: http.NoBody, Request: r, Header: http.Header{}}, nil
 		})}
 	}
-	s := &State{Opts: Options{NodeName: "cp2", ControlPlane: true, AdvertiseAddress: "10.0.0.12", BindPort: 6443, Timeouts: DefaultTimeouts()},
+	s := &State{Opts: joinrequest.Options{NodeName: "cp2", ControlPlane: true, AdvertiseAddress: "10.0.0.12", BindPort: 6443, Timeouts: joinrequest.DefaultTimeouts()},
 		Discovery: &discovery.Result{CAData: h.server.CAPEM}}
 	err := runPhase(WaitControlPlane, h.env, s)
 	if operr.CodeOf(err) != operr.Timeout || !strings.Contains(err.Error(), "kube-controller-manager is not healthy") || !strings.Contains(err.Error(), "Service Unavailable") {

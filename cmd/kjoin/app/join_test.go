@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"kjoin.dev/kjoin/host"
+	"kjoin.dev/kjoin/joinrequest"
 	"kjoin.dev/kjoin/output"
 	"kjoin.dev/kjoin/phases"
 )
@@ -33,7 +34,7 @@ func testDeps(stdin string, env map[string]string) (*Deps, *bytes.Buffer, *bytes
 }
 
 // parse runs the join command with a capturing runF and resolves its options.
-func parse(t *testing.T, deps *Deps, line string) (*JoinOptions, phases.Options, error) {
+func parse(t *testing.T, deps *Deps, line string) (*JoinOptions, joinrequest.Options, error) {
 	t.Helper()
 	argv := strings.Fields(line)
 	var got *JoinOptions
@@ -44,7 +45,7 @@ func parse(t *testing.T, deps *Deps, line string) (*JoinOptions, phases.Options,
 	cmd.SetOut(deps.Out)
 	cmd.SetErr(deps.Err)
 	if err := cmd.Execute(); err != nil {
-		return nil, phases.Options{}, err
+		return nil, joinrequest.Options{}, err
 	}
 	res, err := got.resolve(deps)
 	return got, res.Options, err
