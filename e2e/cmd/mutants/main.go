@@ -1,7 +1,9 @@
 // Command mutants applies hand mutations of kjoin's security-critical lines one at a time and
 // requires each to make its unit test fail (issue 20): a check that no test guards is a check
-// that can silently go. Every file is restored after its run; exit 1 if a mutation survives
-// or its line is gone (then update the list).
+// that can silently go. A mutation names its file, the declaration it lives in (a function,
+// "Type.Method", or a top-level name) and the code to change, matched with any spacing, so
+// moved code, reformatting and edits elsewhere in the file keep it. Every file is restored
+// after its run; exit 1 if a mutation survives or its code is gone (then update the list).
 package main
 
 import (
@@ -11,40 +13,42 @@ import (
 	"strings"
 )
 
-type mutation struct{ file, from, to, pkg, run string }
+// mutation changes from to to inside declaration decl of file; run names the unit tests of
+// package pkg that must fail.
+type mutation struct{ file, decl, from, to, pkg, run string }
 
 var mutations = []mutation{
-	{"discovery/token.go", "if !bytes.Equal(second.kubeconfig, first.kubeconfig) {", "if false && !bytes.Equal(second.kubeconfig, first.kubeconfig) {", "./discovery", "TestPinnedReread"},
-	{"discovery/vet.go", "opts.CurrentTime, opts.DNSName = r.Clock.Now(), r.host()", "opts.CurrentTime = r.Clock.Now()", "./discovery", "TestAuthenticatedCertificate|TestTokenDiscovery"},
-	{"tlsbootstrap/tlsbootstrap.go", "\tfor _, c := range chain[1:] {\n\t\tinter.AddCert(c)", "\tfor _, c := range chain[1:] {\n\t\troots.AddCert(c)", "./tlsbootstrap", "TestBundledCA"},
-	{"phases/controlplane_prepare.go", "if _, unpinned := pins.Select(up); len(unpinned) > 0 {", "if pinned, unpinned := pins.Select(up); len(pinned) == 0 && len(unpinned) > 0 {", "./phases", "TestUploadedCAMustBeThePinnedCA"},
-	{"phases/tlsbootstrap.go", "if err != nil || cert.Subject.CommonName != \"system:node:\"+s.Opts.NodeName {", "if err != nil {", "./phases", "TestResumedIdentity"},
-	{"phases/tlsbootstrap.go", "\t\ts.Warn(e, \"tls-bootstrap\", \"CSR %s of an interrupted run is gone; creating a new one\", j.CSR)\n\t\tforgetCSR(e, s)\n\t\treturn \"\"", "\t\ts.Warn(e, \"tls-bootstrap\", \"CSR %s of an interrupted run is gone; creating a new one\", j.CSR)", "./phases", "TestVanishedCSR"},
-	{"phases/reset.go", "strings.HasPrefix(clean, strings.TrimSuffix(dir, \"/\")+\"/\")", "strings.HasPrefix(clean, strings.TrimSuffix(dir, \"/\"))", "./phases", "TestResetConfinement|TestResetDeletes"},
-	{"phases/journal.go", "if !st.Mode().IsRegular() {", "if false {", "./phases", "TestJoinRefusesAnUntrustedJournal|TestJournalThatIsNotAPlainPrivateFileIsRefused"},
-	{"phases/journal.go", "sys.Uid != 0 && int(sys.Uid) != os.Geteuid()", "false", "./phases", "TestJournalOwnedBy"},
-	{"verify/verify.go", "\tif holder != name {", "\tif false {", "./verify", "TestFaultsAreNamed"},
-	{"cmd/kjoin/app/render.go", "out.Retryable = e.Retryable || code == operr.Busy || code == operr.Timeout", "out.Retryable = e.Retryable", "./cmd/kjoin/app", "TestErrorJSONRetryable"},
-	{"operr/operr.go", "\tTrust     Code = 4", "\tTrust     Code = 9", "./operr", "TestExitCodes"},
-	{"operr/operr.go", "\tBusy      Code = 7", "\tBusy      Code = 17", "./operr", "TestExitCodes"},
-	{"diagnose/verdict.go", "\t{\"kubelet.service\", \"the kubelet is not running\", \"start it: systemctl enable --now kubelet; then journalctl -xeu kubelet for why it stopped\"},", "", "./diagnose", "TestVerdictOrder"},
-	{"phases/etcdjoin.go", "\t\t\treturn os.RemoveAll(e.Paths.Of(path.Join(dataDir, etcdMemberData)))", "\t\t\treturn os.RemoveAll(e.Paths.Of(dataDir))", "./phases", "TestFailedEtcdJoin"},
-	{"phases/etcd_datadir.go", "\tif slices.Contains(systemDirs, clean) {", "\tif false {", "./phases", "TestControlPlaneJoinRefusesASystem|TestWhatKjoin"},
-	{"phases/reset_files.go", "\tif !s.Journaled || j.Adopted {", "\tif true {", "./phases", "TestResetWithJournal"},
-	{"manifests/manifests.go", "\tif ip := net.ParseIP(advertise); ip != nil && ip.To4() == nil {", "\tif false {", "./manifests", "TestRenderMatchesKubeadmOfEachMinor"},
-	{"phases/versioncheck.go", "\tif !info.RuntimeConfig {", "\tif false {", "./phases", "TestRuntimeCheck"},
-	{"phases/versioncheck.go", "\t\tcase !cri.SandboxMatches(info.SandboxImage, want):", "\t\tcase false:", "./phases", "TestRuntimeCheck"},
-	{"cri/cri.go", "\t\tif !img.Pinned {", "\t\tif false {", "./cri", "TestDescribe"},
-	{"approver/decide.go", "\tif want := \"system:node:\" + node; req.Subject.CommonName != want {", "\tif want := \"system:node:\" + node; false && req.Subject.CommonName != want {", "./approver", "TestDecideChecksEveryField|TestDecideServingChecksEveryField"},
-	{"approver/decide.go", "\tif !slices.Equal(req.Subject.Organization, []string{\"system:nodes\"}) {", "\tif false {", "./approver", "TestDecideChecksEveryField"},
-	{"approver/decide.go", "\tif used := secret.Annotations[token.UsedByAnnotation]; used != \"\" && used != csr.Name {", "\tif used := secret.Annotations[token.UsedByAnnotation]; false && used != csr.Name {", "./approver", "TestDecideChecksEveryField"},
-	{"approver/approver.go", "\t\tif secret != nil && secret.Annotations[token.UsedByAnnotation] != csr.Name {", "\t\tif false {", "./approver", "TestHandleApprovesOnceAndDeniesTheRest"},
-	{"approver/serving.go", "\t\tif !slices.Contains(ips, ip.String()) {", "\t\tif false {", "./approver", "TestDecideServingChecksEveryField"},
-	{"approver/serving.go", "\t\tif !slices.Contains(names, d) {", "\t\tif false {", "./approver", "TestDecideServingChecksEveryField"},
-	{"joinstring/joinstring.go", "\t\tif binary.BigEndian.Uint32(b[len(b)-4:]) != sum(p.label, v) {", "\t\tif false {", "./joinstring", "TestRefusalNamesThePart"},
-	{"phases/leave.go", "\tif apierrors.IsForbidden(err) {\n\t\treturn nil, apierrors.NewNotFound(corev1.Resource(\"pods\"), name)", "\tif false {\n\t\treturn nil, apierrors.NewNotFound(corev1.Resource(\"pods\"), name)", "./phases", "TestLeaveWithTheNodesOwnCredentialsDrains"},
-	{"phases/reset_etcd.go", "\thandOffLeadership(ctx, e, cli, clientURL, self, otherIDs, warn)\n", "\t_ = otherIDs\n", "./phases", "TestLeaveControlPlaneHandsOffEtcdLeadership"},
-	{"phases/reset_staticpods.go", "\t\tif path.Dir(path.Clean(t)) != host.ManifestsDir || !strings.HasSuffix(t, \".yaml\") || path.Clean(t) == keep {", "\t\tif path.Clean(t) == keep {", "./phases", "TestResetWith"},
+	{"discovery/token.go", "Token", "if !bytes.Equal(second.kubeconfig, first.kubeconfig) {", "if false && !bytes.Equal(second.kubeconfig, first.kubeconfig) {", "./discovery", "TestPinnedReread"},
+	{"discovery/vet.go", "Request.verifyPeer", "opts.CurrentTime, opts.DNSName = r.Clock.Now(), r.host()", "opts.CurrentTime = r.Clock.Now()", "./discovery", "TestAuthenticatedCertificate|TestTokenDiscovery"},
+	{"tlsbootstrap/tlsbootstrap.go", "Verify", "\tfor _, c := range chain[1:] {\n\t\tinter.AddCert(c)", "\tfor _, c := range chain[1:] {\n\t\troots.AddCert(c)", "./tlsbootstrap", "TestBundledCA"},
+	{"phases/controlplane_prepare.go", "sameCA", "if _, unpinned := pins.Select(up); len(unpinned) > 0 {", "if pinned, unpinned := pins.Select(up); len(pinned) == 0 && len(unpinned) > 0 {", "./phases", "TestUploadedCAMustBeThePinnedCA"},
+	{"phases/tlsbootstrap.go", "validIdentity", "if err != nil || cert.Subject.CommonName != \"system:node:\"+s.Opts.NodeName {", "if err != nil {", "./phases", "TestResumedIdentity"},
+	{"phases/tlsbootstrap.go", "resumableCSR", "\t\ts.Warn(e, \"tls-bootstrap\", \"CSR %s of an interrupted run is gone; creating a new one\", j.CSR)\n\t\tforgetCSR(e, s)\n\t\treturn \"\"", "\t\ts.Warn(e, \"tls-bootstrap\", \"CSR %s of an interrupted run is gone; creating a new one\", j.CSR)", "./phases", "TestVanishedCSR"},
+	{"phases/reset.go", "confined", "strings.HasPrefix(clean, strings.TrimSuffix(dir, \"/\")+\"/\")", "strings.HasPrefix(clean, strings.TrimSuffix(dir, \"/\"))", "./phases", "TestResetConfinement|TestResetDeletes"},
+	{"phases/journal.go", "checkJournalStat", "if !st.Mode().IsRegular() {", "if false {", "./phases", "TestJoinRefusesAnUntrustedJournal|TestJournalThatIsNotAPlainPrivateFileIsRefused"},
+	{"phases/journal.go", "checkJournalStat", "sys.Uid != 0 && int(sys.Uid) != os.Geteuid()", "false", "./phases", "TestJournalOwnedBy"},
+	{"verify/verify.go", "verifier.leaseCheck", "\tif holder != name {", "\tif false {", "./verify", "TestFaultsAreNamed"},
+	{"cmd/kjoin/app/render.go", "NewErrorJSON", "out.Retryable = e.Retryable || code == operr.Busy || code == operr.Timeout", "out.Retryable = e.Retryable", "./cmd/kjoin/app", "TestErrorJSONRetryable"},
+	{"operr/operr.go", "Trust", "\tTrust     Code = 4", "\tTrust     Code = 9", "./operr", "TestExitCodes"},
+	{"operr/operr.go", "Busy", "\tBusy      Code = 7", "\tBusy      Code = 17", "./operr", "TestExitCodes"},
+	{"diagnose/verdict.go", "causes", "\t{\"kubelet.service\", \"the kubelet is not running\", \"start it: systemctl enable --now kubelet; then journalctl -xeu kubelet for why it stopped\"},", "", "./diagnose", "TestVerdictOrder"},
+	{"phases/etcdjoin.go", "runEtcdJoin", "\t\t\treturn e.Fx().Remove(path.Join(dataDir, etcdMemberData))", "\t\t\treturn e.Fx().Remove(dataDir)", "./phases", "TestFailedEtcdJoin"},
+	{"phases/etcd_datadir.go", "checkEtcdDataDir", "\tif slices.Contains(systemDirs, clean) {", "\tif false {", "./phases", "TestControlPlaneJoinRefusesASystem|TestWhatKjoin"},
+	{"phases/reset_files.go", "resetTargets", "\tif !s.Journaled || j.Adopted {", "\tif true {", "./phases", "TestResetWithJournal"},
+	{"manifests/manifests.go", "localhostOf", "\tif ip := net.ParseIP(advertise); ip != nil && ip.To4() == nil {", "\tif false {", "./manifests", "TestRenderMatchesKubeadmOfEachMinor"},
+	{"phases/versioncheck.go", "checkRuntime", "\tif !info.RuntimeConfig {", "\tif false {", "./phases", "TestRuntimeCheck"},
+	{"phases/versioncheck.go", "checkRuntime", "\t\tcase !cri.SandboxMatches(info.SandboxImage, want):", "\t\tcase false:", "./phases", "TestRuntimeCheck"},
+	{"cri/cri.go", "Client.sandboxImage", "\t\tif !img.Pinned {", "\t\tif false {", "./cri", "TestDescribe"},
+	{"approver/decide.go", "nodeRequestProblems", "\tif want := \"system:node:\" + node; req.Subject.CommonName != want {", "\tif want := \"system:node:\" + node; false && req.Subject.CommonName != want {", "./approver", "TestDecideChecksEveryField|TestDecideServingChecksEveryField"},
+	{"approver/decide.go", "nodeRequestProblems", "\tif !slices.Equal(req.Subject.Organization, []string{\"system:nodes\"}) {", "\tif false {", "./approver", "TestDecideChecksEveryField"},
+	{"approver/decide.go", "Decide", "\tif used := secret.Annotations[token.UsedByAnnotation]; used != \"\" && used != csr.Name {", "\tif used := secret.Annotations[token.UsedByAnnotation]; false && used != csr.Name {", "./approver", "TestDecideChecksEveryField"},
+	{"approver/approver.go", "Approver.decide", "\t\tif secret != nil && secret.Annotations[token.UsedByAnnotation] != csr.Name {", "\t\tif false {", "./approver", "TestHandleApprovesOnceAndDeniesTheRest"},
+	{"approver/serving.go", "servingProblems", "\t\tif !slices.Contains(ips, ip.String()) {", "\t\tif false {", "./approver", "TestDecideServingChecksEveryField"},
+	{"approver/serving.go", "servingProblems", "\t\tif !slices.Contains(names, d) {", "\t\tif false {", "./approver", "TestDecideServingChecksEveryField"},
+	{"joinstring/joinstring.go", "Parse", "\t\tif binary.BigEndian.Uint32(b[len(b)-4:]) != sum(p.label, v) {", "\t\tif false {", "./joinstring", "TestRefusalNamesThePart"},
+	{"phases/leave.go", "nodePodReads.Get", "\tif apierrors.IsForbidden(err) {\n\t\treturn nil, apierrors.NewNotFound(corev1.Resource(\"pods\"), name)", "\tif false {\n\t\treturn nil, apierrors.NewNotFound(corev1.Resource(\"pods\"), name)", "./phases", "TestLeaveWithTheNodesOwnCredentialsDrains"},
+	{"phases/reset_etcd.go", "removeEtcdMember", "\thandOffLeadership(ctx, e, cli, clientURL, self, otherIDs, warn)\n", "\t_ = otherIDs\n", "./phases", "TestLeaveControlPlaneHandsOffEtcdLeadership"},
+	{"phases/reset_staticpods.go", "removeStaticPods", "\t\tif path.Dir(path.Clean(t)) != host.ManifestsDir || !strings.HasSuffix(t, \".yaml\") || path.Clean(t) == keep {", "\t\tif path.Clean(t) == keep {", "./phases", "TestResetWith"},
 }
 
 func main() {
@@ -56,12 +60,13 @@ func main() {
 			survived++
 			continue
 		}
-		if !strings.Contains(string(orig), m.from) {
-			fmt.Printf("MISSING (the guarded line changed: update this list) %s | %.60s\n", m.file, m.from)
+		mutated, err := apply(m.file, orig, m.decl, m.from, m.to)
+		if err != nil {
+			fmt.Printf("MISSING (update this list) %s: %v\n", m.file, err)
 			survived++
 			continue
 		}
-		if err := os.WriteFile(m.file, []byte(strings.Replace(string(orig), m.from, m.to, 1)), 0o644); err != nil {
+		if err := os.WriteFile(m.file, mutated, 0o644); err != nil {
 			fmt.Println(err)
 			os.Exit(1)
 		}
@@ -75,10 +80,10 @@ func main() {
 			status = "SURVIVED"
 			survived++
 		}
-		fmt.Printf("%s %s | %.70s\n", status, m.file, strings.ReplaceAll(strings.TrimSpace(m.from), "\n", " "))
+		fmt.Printf("%s %s %s | %.70s\n", status, m.file, m.decl, strings.Join(strings.Fields(m.from), " "))
 	}
 	if survived > 0 {
-		fmt.Printf("%d mutation(s) survived or lost their line\n", survived)
+		fmt.Printf("%d mutation(s) survived or lost their code\n", survived)
 		os.Exit(1)
 	}
 }
