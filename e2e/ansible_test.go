@@ -47,7 +47,7 @@ func runPlaybookFile(t *testing.T, c *framework.Cluster, name, inventory string,
 	cmd.Env = append(os.Environ(), "ANSIBLE_NOCOLOR=1", "ANSIBLE_STDOUT_CALLBACK=default", "ANSIBLE_LOCAL_TEMP="+t.TempDir())
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
-	t.Logf("ansible-playbook %v (%s):\n%s", extra, time.Since(start).Round(time.Millisecond), tail(string(out), 40))
+	t.Logf("ansible-playbook %v (%s):\n%s", extra, time.Since(start).Round(time.Millisecond), framework.Tail(string(out), 40))
 	if (err != nil) != wantFail {
 		t.Fatalf("ansible-playbook %v: %v (want failure: %v)", extra, err, wantFail)
 	}
@@ -200,12 +200,4 @@ func recapOf(t *testing.T, res map[string]recap, host string) recap {
 		t.Errorf("the play recap has no line for %s: %+v", host, res)
 	}
 	return r
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

@@ -56,7 +56,7 @@ func startApprover(t *testing.T, c *framework.Cluster, unit string) (stop func()
 func boundToken(t *testing.T, c *framework.Cluster, node string, extra ...string) (joinString, id string) {
 	t.Helper()
 	r := c.MustRun(t, "cp1", append([]string{"kjoin", "token", "create", "--node", node, "--print-join-string", "-o", "json"}, extra...)...)
-	ji := decodeAnswer[output.JoinCommand](t, r)
+	ji := framework.Answer[output.JoinCommand](t, r)
 	return ji.JoinString, strings.SplitN(ji.Token, ".", 2)[0]
 }
 
@@ -144,10 +144,10 @@ func TestBoundTokens(t *testing.T) {
 		c.Host(t, "w1")
 		js, id := boundToken(t, c, "w1")
 		r := joinWith(t, c, "w1", js)
-		out := parseJoinJSON(t, r)
+		out := framework.Answer[output.JoinResult](t, r)
 		if r.ExitCode != 0 {
 			c.DumpLogs(t, "w1")
-			t.Fatalf("join: exit %d %s\n%s", r.ExitCode, r.Stdout, tail(r.Stderr, 20))
+			t.Fatalf("join: exit %d %s\n%s", r.ExitCode, r.Stdout, framework.Tail(r.Stderr, 20))
 		}
 		csr := csrOfToken(t, c, id)
 		if csr.Name != out.CSR || strings.Join(decisions(csr), ",") != "Approved/"+approver.ReasonApproved || len(csr.Status.Certificate) == 0 {
@@ -172,7 +172,7 @@ func TestBoundTokens(t *testing.T) {
 		c.Host(t, "w3")
 		js, id := boundToken(t, c, "w4") // made for w4, used by w3
 		r := joinWith(t, c, "w3", js, "--wait=none")
-		out := parseJoinJSON(t, r)
+		out := framework.Answer[output.JoinResult](t, r)
 		if r.ExitCode == 0 || out.Error == nil || !strings.Contains(out.Error.Message, approver.ReasonNotForNode) {
 			t.Errorf("exit %d, error %+v: want the denial, reason %s", r.ExitCode, out.Error, approver.ReasonNotForNode)
 		}
@@ -223,7 +223,7 @@ func TestBoundTokens(t *testing.T) {
 			t.Fatal("the join did not finish after the approver started")
 		}
 		if r.ExitCode != 0 || !strings.Contains(r.Stderr, "kjoin's approver, not the controller-manager, decides") {
-			t.Errorf("join: exit %d %s\n%s", r.ExitCode, r.Stdout, tail(r.Stderr, 20))
+			t.Errorf("join: exit %d %s\n%s", r.ExitCode, r.Stdout, framework.Tail(r.Stderr, 20))
 		}
 		if got := decisions(csrOfToken(t, c, id)); strings.Join(got, ",") != "Approved/"+approver.ReasonApproved {
 			t.Errorf("CSR %s: %v", csr.Name, got)
@@ -276,7 +276,7 @@ func TestBoundTokens(t *testing.T) {
 			t.Fatalf("w5's kubelet does not serve a certificate the cluster CA verifies for %s: %v", h.IP, lastErr)
 		}
 		// --wait: the Lease comes a few seconds after the Node.
-		out := decodeAnswer[output.VerifyReport](t, c.MustRun(t, "cp1", "kjoin", "verify", "w5", "--wait=2m", "-o", "json"))
+		out := framework.Answer[output.VerifyReport](t, c.MustRun(t, "cp1", "kjoin", "verify", "w5", "--wait=2m", "-o", "json"))
 		found := false
 		for _, ch := range out.Checks {
 			if ch.ID == "node.serving-cert" {
@@ -379,7 +379,7 @@ func TestBoundTokens(t *testing.T) {
 		r := joinWith(t, c, "cp2", js, "--apiserver-advertise-address", c.Hosts["cp2"].IP)
 		if r.ExitCode != 0 {
 			c.DumpLogs(t, "cp2")
-			t.Fatalf("control-plane join: exit %d %s\n%s", r.ExitCode, r.Stdout, tail(r.Stderr, 20))
+			t.Fatalf("control-plane join: exit %d %s\n%s", r.ExitCode, r.Stdout, framework.Tail(r.Stderr, 20))
 		}
 		csr := csrOfToken(t, c, id)
 		if got := decisions(csr); strings.Join(got, ",") != "Approved/"+approver.ReasonApproved {

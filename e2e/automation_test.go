@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"slices"
 	"strings"
@@ -49,7 +48,7 @@ func assertUnchangedRerun(t *testing.T, c *framework.Cluster, host string, r lab
 	if r.ExitCode != 0 {
 		t.Fatalf("re-run exit %d: %s", r.ExitCode, r.Stderr)
 	}
-	out := parseJoinJSON(t, r)
+	out := framework.Answer[output.JoinResult](t, r)
 	if out.Changed {
 		t.Errorf("re-run on a joined node reports changed: %s", r.Stdout)
 	}
@@ -87,7 +86,7 @@ func TestRerunResetRejoin(t *testing.T) {
 			t.Fatalf("pod %s (UID %s) runs, but the runtime on w5 holds none of its containers", pod.Name, pod.UID)
 		}
 		// A dry run lists the pod and everything else, and changes nothing.
-		dry := decodeReset(t, c.MustRun(t, "w5", "kjoin", "reset", "--dry-run", "-o", "json"))
+		dry := framework.Answer[output.ResetResult](t, c.MustRun(t, "w5", "kjoin", "reset", "--dry-run", "-o", "json"))
 		plan := strings.Join(dry.PlannedActions, "\n")
 		for _, want := range []string{"stop the kubelet", "remove pod default/" + pod.Name + " ", "remove /etc/kubernetes/kubelet.conf", "remove the join journal"} {
 			if !strings.Contains(plan, want) {
@@ -106,7 +105,7 @@ func TestRerunResetRejoin(t *testing.T) {
 			t.Error("reset --dry-run stopped the kubelet or the pod")
 		}
 
-		done := decodeReset(t, c.MustRun(t, "w5", "kjoin", "reset", "-o", "json"))
+		done := framework.Answer[output.ResetResult](t, c.MustRun(t, "w5", "kjoin", "reset", "-o", "json"))
 		if !slices.Contains(done.RemovedPods, "default/"+pod.Name) {
 			t.Errorf("reset removed pods %v, not default/%s", done.RemovedPods, pod.Name)
 		}
@@ -133,7 +132,7 @@ func TestRerunResetRejoin(t *testing.T) {
 		c.WaitNodeCondition(t, "w6", corev1.NodeReady, corev1.ConditionTrue, time.Minute)
 		// kjoin recognises the node as already joined to this cluster.
 		r := kjoinJoin(t, c, "w6", "-o", "json")
-		if r.ExitCode != 0 || parseJoinJSON(t, r).Changed {
+		if r.ExitCode != 0 || framework.Answer[output.JoinResult](t, r).Changed {
 			t.Errorf("kjoin on a kubeadm-joined worker: exit %d %s %s", r.ExitCode, r.Stdout, r.Stderr)
 		}
 		c.MustRun(t, "w6", "kjoin", "reset")
@@ -209,15 +208,6 @@ func podContainers(t *testing.T, c *framework.Cluster, host string, pod *corev1.
 	return len(strings.Fields(out))
 }
 
-func decodeReset(t *testing.T, r lab.Result) output.ResetResult {
-	t.Helper()
-	var out output.ResetResult
-	if err := json.Unmarshal([]byte(r.Stdout), &out); err != nil {
-		t.Fatalf("reset -o json: %v\n%s", err, r.Stdout)
-	}
-	return out
-}
-
 // TestResumeAfterKill kills kjoin with SIGKILL after each phase and runs it again: the join
 // converges with no duplicate etcd member, no stray learner and no CSR of ours left pending.
 func TestResumeAfterKill(t *testing.T) {
@@ -230,7 +220,7 @@ func TestResumeAfterKill(t *testing.T) {
 		start := time.Now()
 		killed := c.ExecEnv(context.Background(), host, env, nil, args...)
 		if killed.Signal != syscall.SIGKILL {
-			t.Fatalf("kjoin was not killed by SIGKILL after %s: exit %d signal %v\n%s", phase, killed.ExitCode, killed.Signal, tail(killed.Stderr, 20))
+			t.Fatalf("kjoin was not killed by SIGKILL after %s: exit %d signal %v\n%s", phase, killed.ExitCode, killed.Signal, framework.Tail(killed.Stderr, 20))
 		}
 		before := csrsSince(t, c, host, start)
 		r := c.Run(t, host, append(args, "-o", "json")...)
@@ -238,7 +228,7 @@ func TestResumeAfterKill(t *testing.T) {
 			c.DumpLogs(t, host, "cp1")
 			t.Fatalf("resume after kill at %s: %v", phase, r.Error())
 		}
-		out := parseJoinJSON(t, r)
+		out := framework.Answer[output.JoinResult](t, r)
 		after := csrsSince(t, c, host, start)
 		if len(before) > 0 {
 			// The killed run had made its CSR: the re-run made none.
@@ -279,7 +269,7 @@ func TestResumeAfterKill(t *testing.T) {
 			killed := c.ExecEnv(context.Background(), "cp3", []string{"KJOIN_FAULT_KILL_AFTER=" + phase}, nil, args...)
 			if killed.Signal != syscall.SIGKILL {
 				c.DumpLogs(t, "cp3", "cp1")
-				t.Fatalf("kjoin, resumed after kills after %v, was not killed by SIGKILL after %s: exit %d signal %v\n%s", killedAfter, phase, killed.ExitCode, killed.Signal, tail(killed.Stderr, 20))
+				t.Fatalf("kjoin, resumed after kills after %v, was not killed by SIGKILL after %s: exit %d signal %v\n%s", killedAfter, phase, killed.ExitCode, killed.Signal, framework.Tail(killed.Stderr, 20))
 			}
 			killedAfter = append(killedAfter, phase)
 			if csrs := csrsSince(t, c, "cp3", start); len(csrs) > 1 {
@@ -294,7 +284,7 @@ func TestResumeAfterKill(t *testing.T) {
 			c.DumpLogs(t, "cp3", "cp1")
 			t.Fatalf("resume after kills after each of %v: %v", killedAfter, r.Error())
 		}
-		parseJoinJSON(t, r)
+		framework.Answer[output.JoinResult](t, r)
 		// One CSR in all (made by the run killed after tls-bootstrap), and it was issued.
 		if csrs := csrsSince(t, c, "cp3", start); len(csrs) != 1 || len(csrs[0].Status.Certificate) == 0 {
 			t.Errorf("want the one issued CSR the interrupted runs made; have %d", len(csrs))

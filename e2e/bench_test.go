@@ -53,7 +53,7 @@ var sampleMu sync.Mutex
 
 // recordSample appends s to $KJOIN_BENCH_SAMPLES (if set).
 func recordSample(t *testing.T, s Sample) {
-	p := os.Getenv("KJOIN_BENCH_SAMPLES")
+	p := framework.Env().BenchSamples
 	if p == "" {
 		return
 	}
@@ -64,9 +64,9 @@ func recordSample(t *testing.T, s Sample) {
 		// is installed when it is generated.
 		metaWritten = true
 		repo, _ := filepath.Abs("..")
-		m := bench.Describe(os.Getenv("KJOIN_BIN"), os.Getenv("KJOIN_COMPONENTS"), repo)
+		m := bench.Describe(framework.Env().Bin, framework.Env().Components, repo)
 		m["seed"] = strconv.FormatUint(runSeed(t), 10)
-		m["command"] = os.Getenv("KJOIN_BENCH_COMMAND")
+		m["command"] = framework.Env().BenchCommand
 		m["started"] = time.Now().UTC().Format(time.RFC3339)
 		appendSample(t, p, Sample{Section: "meta", Meta: m})
 	}
@@ -96,7 +96,7 @@ var (
 func runSeed(t *testing.T) uint64 {
 	seedOnce.Do(func() {
 		var err error
-		if seed, err = strconv.ParseUint(os.Getenv("KJOIN_BENCH_SEED"), 10, 64); err != nil {
+		if seed, err = strconv.ParseUint(framework.Env().BenchSeed, 10, 64); err != nil {
 			seed = uint64(time.Now().UnixNano())
 		}
 	})
@@ -175,7 +175,7 @@ type benchTool struct {
 // same lab and run: every round runs each tool once, in a random order, on rotated hosts;
 // round 0 is a warm-up, recorded but left out of the figures.
 func TestBench(t *testing.T) {
-	if os.Getenv("KJOIN_BENCH") == "" {
+	if !framework.Env().Bench {
 		t.Skip("set KJOIN_BENCH=1 (make bench) to run the benchmark")
 	}
 	c := framework.Get(t)
@@ -199,7 +199,7 @@ func TestBench(t *testing.T) {
 			{"kjoin join --wait=false", func(h, _ string) []string { return kjoinArgs(h, "", "--wait=false") }},
 		}
 		hosts := []string{"w1", "w2", "w3", "w4"}
-		benchRounds(t, c, rng, "worker", tools, hosts, "", envInt("KJOIN_BENCH_ROUNDS", 10))
+		benchRounds(t, c, rng, "worker", tools, hosts, "", framework.Env().BenchRounds)
 	})
 	t.Run("control-plane", func(t *testing.T) {
 		key, err := c.UploadCerts(context.Background())
@@ -210,7 +210,7 @@ func TestBench(t *testing.T) {
 			{"kubeadm join --control-plane", func(h, k string) []string { return kubeadmArgs(h, k) }},
 			{"kjoin join --control-plane", func(h, k string) []string { return kjoinArgs(h, k) }},
 		}
-		benchRounds(t, c, rng, "control-plane", tools, []string{"cp2", "cp3"}, key, envInt("KJOIN_BENCH_CP_ROUNDS", 10))
+		benchRounds(t, c, rng, "control-plane", tools, []string{"cp2", "cp3"}, key, framework.Env().BenchCPRounds)
 	})
 	// What a worker join costs the control plane: the joining side's API requests and writes
 	// until the Node is Ready, from cp1's audit log.
@@ -218,7 +218,7 @@ func TestBench(t *testing.T) {
 		benchCost(t, c, []benchTool{
 			{"kubeadm join", func(h, _ string) []string { return kubeadmArgs(h, "") }},
 			{"kjoin join", func(h, _ string) []string { return kjoinArgs(h, "") }},
-		}, envInt("KJOIN_BENCH_COST_ROUNDS", 3))
+		}, framework.Env().BenchCostRounds)
 	})
 	// A control plane joining a cluster of three voters, where kubeadm's etcd retry step and
 	// kjoin's learner restart behave otherwise than beside one voter: cp2 and cp3 are joined
@@ -240,7 +240,7 @@ func TestBench(t *testing.T) {
 			{"kubeadm join --control-plane", func(h, k string) []string { return kubeadmArgs(h, k) }},
 			{"kjoin join --control-plane", func(h, k string) []string { return kjoinArgs(h, k) }},
 		}
-		benchRounds(t, c, rng, "control-plane-3", tools, []string{"cp4", "cp5"}, key, envInt("KJOIN_BENCH_CP_ROUNDS", 10))
+		benchRounds(t, c, rng, "control-plane-3", tools, []string{"cp4", "cp5"}, key, framework.Env().BenchCPRounds)
 		assertEtcdVoters(t, c, 3)
 	})
 }

@@ -60,7 +60,7 @@ func TestCloudInitFirstBoot(t *testing.T) {
 	if waited := <-unblocked; waited == "" {
 		t.Fatal("the first-boot join was never seen waiting for the unreachable API server: the fault was not proven")
 	} else {
-		t.Logf("the join waited while the API server was unreachable:\n%s", tail(waited, 5))
+		t.Logf("the join waited while the API server was unreachable:\n%s", framework.Tail(waited, 5))
 	}
 
 	// cloud-init ran to its end, from the NoCloud seed, without errors.
@@ -84,7 +84,7 @@ func TestCloudInitFirstBoot(t *testing.T) {
 		_ = json.NewDecoder(strings.NewReader(journal[i+1:])).Decode(&out)
 	}
 	if out.Kind != "JoinResult" || !out.Changed || out.Node != h {
-		t.Errorf("no JoinResult for %s in the unit's journal (got %+v):\n%s", h, out, tail(journal, 20))
+		t.Errorf("no JoinResult for %s in the unit's journal (got %+v):\n%s", h, out, framework.Tail(journal, 20))
 	}
 	if strings.Contains(journal, strings.Split(lab.Token, ".")[1]) {
 		t.Error("the token secret is in the unit's journal")

@@ -20,6 +20,7 @@ import (
 
 	"kjoin.dev/kjoin/e2e/framework"
 	"kjoin.dev/kjoin/e2e/lab"
+	"kjoin.dev/kjoin/output"
 )
 
 // certificateKey runs kjoin certs certificate-key on cp1 and checks its shape.
@@ -44,7 +45,7 @@ func TestResetControlPlanes(t *testing.T) {
 
 	wrong := certificateKey(t, c)
 	r := kjoinControlPlane(t, c, "cp2", wrong, "-o", "json")
-	out := parseJoinJSON(t, r)
+	out := framework.Answer[output.JoinResult](t, r)
 	if r.ExitCode != 5 || out.Error == nil || !strings.Contains(out.Error.Message, "certificate key") {
 		t.Fatalf("a wrong certificate key: exit %d %s; want exit 5 naming the certificate key", r.ExitCode, r.Stdout)
 	}
@@ -195,7 +196,7 @@ func TestCommandsEndToEnd(t *testing.T) {
 		base := []string{lab.Endpoint(), "--token-file", "/run/lab/token", "--discovery-token-ca-cert-hash", c.CAHash}
 		for _, p := range []string{"preflight", "discovery", "version-check", "tls-bootstrap", "kubelet-config", "kubelet-start", "wait-ready"} {
 			r := c.MustRun(t, "w4", append([]string{"kjoin", "join", "phase", p}, append(base, "-o", "json")...)...)
-			var out joinJSON
+			var out output.JoinResult
 			if err := json.Unmarshal([]byte(r.Stdout), &out); err != nil {
 				t.Fatal(err)
 			}

@@ -26,6 +26,7 @@ import (
 
 	"kjoin.dev/kjoin/e2e/framework"
 	"kjoin.dev/kjoin/e2e/lab"
+	"kjoin.dev/kjoin/output"
 )
 
 // kjoinControlPlane joins host as a control plane with kjoin (token through a file).
@@ -133,7 +134,7 @@ func assertOnlyOwnEtcdRestarted(t *testing.T, c *framework.Cluster, r lab.Result
 	t.Helper()
 	restarted := strings.Contains(r.Stderr, "restarting it (a learner holds no vote)")
 	if restarted && !strings.Contains(r.Stderr, "serves clients") {
-		t.Errorf("%s: the join restarted its etcd learner but never saw it serve:\n%s", host, tail(r.Stderr, 20))
+		t.Errorf("%s: the join restarted its etcd learner but never saw it serve:\n%s", host, framework.Tail(r.Stderr, 20))
 	}
 	logs, _ := filepath.Glob(c.HostPath(host, "/var/log/pods/kube-system_etcd-"+host+"_*/etcd/*.log"))
 	want := 1
@@ -190,7 +191,7 @@ func clientVia(t *testing.T, c *framework.Cluster, ip string) kubernetes.Interfa
 // make test does not spend its time on it).
 func TestControlPlaneParallel(t *testing.T) {
 	c := framework.Get(t)
-	rounds := envInt("KJOIN_PARALLEL_ROUNDS", 2)
+	rounds := framework.Env().ParallelRounds
 	type outcome struct {
 		ok      int
 		details []string
@@ -199,7 +200,7 @@ func TestControlPlaneParallel(t *testing.T) {
 	rng := benchRand(t)
 	first := 1
 	tools := []string{"kjoin"}
-	if os.Getenv("KJOIN_BENCH") != "" {
+	if framework.Env().Bench {
 		first = 0 // make bench: round 0 is a warm-up, recorded but left out, as in the other sections
 		tools = append(tools, "kubeadm")
 	}
@@ -286,7 +287,7 @@ func TestControlPlaneParallel(t *testing.T) {
 					if strings.Contains(r.Stderr, "restarting it (a learner holds no vote)") {
 						sample.Extra[hosts[i]+"EtcdRestarted"] = 1
 					}
-					if os.Getenv("KJOIN_PARALLEL_LOG") != "" {
+					if framework.Env().ParallelLog {
 						t.Logf("%s round %d, %s's progress:\n%s", tool, round, hosts[i], r.Stderr)
 					}
 				}
@@ -298,7 +299,7 @@ func TestControlPlaneParallel(t *testing.T) {
 			if tool == "kjoin" && !ok {
 				c.DumpLogs(t, "cp1", "cp2", "cp3", "cp4")
 				t.Errorf("kjoin parallel round %d failed: %s", round, detail)
-			} else if tool == "kjoin" && os.Getenv("KJOIN_PARALLEL_LOG") != "" {
+			} else if tool == "kjoin" && framework.Env().ParallelLog {
 				c.DumpLogs(t, hosts...) // the kubelets' and pods' logs, kept under _artifacts
 			}
 			if tool == "kjoin" && round == rounds && ok {
@@ -351,17 +352,17 @@ func leaveOneOfThree(t *testing.T, c *framework.Cluster) {
 	stop := probeServing(t, c, "cp1", "cp2")
 	r := c.Run(t, "cp3", "kjoin", "leave", "-f", "-o", "json", "-v", "1") // -v 1: its progress on stderr
 	probes, failures := stop()
-	out := decodeLeave(t, r)
+	out := framework.Answer[output.LeaveResult](t, r)
 	if r.ExitCode != 0 {
 		c.DumpLogs(t, "cp1", "cp2", "cp3")
-		t.Fatalf("cp3's leave: exit %d: %s\n%s", r.ExitCode, r.Stdout, tail(r.Stderr, 20))
+		t.Fatalf("cp3's leave: exit %d: %s\n%s", r.ExitCode, r.Stdout, framework.Tail(r.Stderr, 20))
 	}
 	if out.Role != "control-plane" || out.EtcdMemberRemoved != fmt.Sprintf("%x", member.ID) || !out.NodeDeleted || !out.LeaseDeleted ||
 		out.Credentials != "admin (/etc/kubernetes/admin.conf)" || len(out.Left) != 0 {
 		t.Errorf("cp3's leave report: %+v", out)
 	}
 	if !strings.Contains(r.Stderr, fmt.Sprintf("handed etcd leadership from %x to ", member.ID)) {
-		t.Errorf("cp3's leave did not hand etcd's leadership on before removing its member:\n%s", tail(r.Stderr, 20))
+		t.Errorf("cp3's leave did not hand etcd's leadership on before removing its member:\n%s", framework.Tail(r.Stderr, 20))
 	}
 	ms, err := votersSettled(c, 2)
 	if err != nil {
@@ -494,11 +495,4 @@ func livezEventually(ip string) bool {
 		}
 	}
 	return false
-}
-
-func envInt(name string, def int) int {
-	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
-		return n
-	}
-	return def
 }

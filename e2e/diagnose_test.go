@@ -18,29 +18,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"kjoin.dev/kjoin/e2e/framework"
+	"kjoin.dev/kjoin/output"
 	"kjoin.dev/kjoin/pki"
 )
 
-type diagnoseJSON struct {
-	Node   string `json:"node"`
-	Checks []struct {
-		ID       string `json:"id"`
-		Status   string `json:"status"`
-		Summary  string `json:"summary"`
-		Evidence string `json:"evidence"`
-	} `json:"checks"`
-	Verdict struct {
-		Healthy bool   `json:"healthy"`
-		Cause   string `json:"cause"`
-		CheckID string `json:"checkId"`
-		Next    string `json:"next"`
-	} `json:"verdict"`
-}
-
-func runDiagnose(t *testing.T, c *framework.Cluster, host string) (diagnoseJSON, int) {
+func runDiagnose(t *testing.T, c *framework.Cluster, host string) (output.DiagnoseReport, int) {
 	t.Helper()
 	r := c.Run(t, host, "kjoin", "diagnose", "-o", "json")
-	var out diagnoseJSON
+	var out output.DiagnoseReport
 	if err := json.Unmarshal([]byte(r.Stdout), &out); err != nil {
 		t.Fatalf("kjoin diagnose output is not JSON: %v\n%s\n%s", err, r.Stdout, r.Stderr)
 	}
@@ -48,9 +33,9 @@ func runDiagnose(t *testing.T, c *framework.Cluster, host string) (diagnoseJSON,
 }
 
 // waitDiagnosis runs kjoin diagnose on host until its verdict names want ("" = healthy).
-func waitDiagnosis(t *testing.T, c *framework.Cluster, host, want string, timeout time.Duration) diagnoseJSON {
+func waitDiagnosis(t *testing.T, c *framework.Cluster, host, want string, timeout time.Duration) output.DiagnoseReport {
 	t.Helper()
-	var last diagnoseJSON
+	var last output.DiagnoseReport
 	var code int
 	deadline := time.Now().Add(timeout)
 	for {
@@ -119,7 +104,7 @@ func TestDiagnoseFaults(t *testing.T) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("the broken config.yaml did not make systemd restart the kubelet twice (NRestarts=%d):\n%s", n, tail(log, 20))
+				t.Fatalf("the broken config.yaml did not make systemd restart the kubelet twice (NRestarts=%d):\n%s", n, framework.Tail(log, 20))
 			}
 			time.Sleep(time.Second)
 		}
@@ -135,7 +120,7 @@ func TestDiagnoseFaults(t *testing.T) {
 		c.MustRun(t, "w7", "systemctl", "restart", "kubelet")
 		healthy(t)
 	})
-	check := func(out diagnoseJSON, id string) (status, evidence string) {
+	check := func(out output.DiagnoseReport, id string) (status, evidence string) {
 		for _, ch := range out.Checks {
 			if ch.ID == id {
 				return ch.Status, ch.Evidence

@@ -86,7 +86,7 @@ func TestEndpointMove(t *testing.T) {
 	t.Run("an address that is not this cluster's API server is refused", func(t *testing.T) {
 		// The kubelet's own port on cp1: TLS, but a certificate the cluster CA did not sign.
 		r := c.Run(t, "w6", "kjoin", "endpoint", "move", net.JoinHostPort(cp1, "10250"), "-o", "json")
-		res := decodeMove(t, r)
+		res := framework.Answer[output.EndpointMoveResult](t, r)
 		if r.ExitCode != 4 || res.Error == nil || !strings.Contains(res.Error.Message, "not signed by this node's cluster CA") || res.Changed {
 			t.Fatalf("exit %d, answer %+v (error %+v): want exit 4 (trust), nothing changed", r.ExitCode, res, res.Error)
 		}
@@ -100,16 +100,16 @@ func TestEndpointMove(t *testing.T) {
 
 	t.Run("a worker moves and its kubelet reconnects through the new address", func(t *testing.T) {
 		r := c.Run(t, "w6", "kjoin", "endpoint", "move", to, "--dry-run", "-o", "json")
-		if plan := decodeMove(t, r); r.ExitCode != 0 || plan.Changed || len(plan.PlannedActions) == 0 || string(kubeletConf("w6")) != string(before) {
+		if plan := framework.Answer[output.EndpointMoveResult](t, r); r.ExitCode != 0 || plan.Changed || len(plan.PlannedActions) == 0 || string(kubeletConf("w6")) != string(before) {
 			t.Fatalf("dry run: exit %d %+v; kubelet.conf changed: %v", r.ExitCode, plan, string(kubeletConf("w6")) != string(before))
 		}
 		start := time.Now()
 		r = c.Run(t, "w6", "kjoin", "endpoint", "move", to, "-o", "json")
-		res := decodeMove(t, r)
+		res := framework.Answer[output.EndpointMoveResult](t, r)
 		if r.ExitCode != 0 || !res.Changed || res.Identity != "system:node:w6" || strings.Join(res.Files, ",") != "/etc/kubernetes/kubelet.conf" ||
 			strings.Join(res.Restarted, ",") != "kubelet" || res.LeaseRenewed == nil {
 			c.DumpLogs(t, "w6")
-			t.Fatalf("move: exit %d %+v\n%s", r.ExitCode, res, tail(r.Stderr, 20))
+			t.Fatalf("move: exit %d %+v\n%s", r.ExitCode, res, framework.Tail(r.Stderr, 20))
 		}
 		if got := serverOf(t, kubeletConf("w6")); got != "https://"+to {
 			t.Errorf("kubelet.conf names %q, want https://%s", got, to)
@@ -158,9 +158,9 @@ func TestEndpointMove(t *testing.T) {
 	t.Run("the cluster's records move, and later joins use the new address", func(t *testing.T) {
 		saveCluster(outer, c)
 		r := c.Run(t, "cp1", "kjoin", "endpoint", "move", to, "--update-cluster", "-o", "json")
-		res := decodeMove(t, r)
+		res := framework.Answer[output.EndpointMoveResult](t, r)
 		if r.ExitCode != 0 || strings.Join(res.ClusterObjects, ",") != "kube-system/kubeadm-config,kube-public/cluster-info" {
-			t.Fatalf("move --update-cluster: exit %d %+v\n%s", r.ExitCode, res, tail(r.Stderr, 20))
+			t.Fatalf("move --update-cluster: exit %d %+v\n%s", r.ExitCode, res, framework.Tail(r.Stderr, 20))
 		}
 		cm, err := c.Client.CoreV1().ConfigMaps("kube-public").Get(context.Background(), "cluster-info", metav1.GetOptions{})
 		if err != nil {
@@ -312,11 +312,6 @@ func keyOf(cm *corev1.ConfigMap) string {
 		return "kubeconfig"
 	}
 	return "ClusterConfiguration"
-}
-
-func decodeMove(t *testing.T, r lab.Result) output.EndpointMoveResult {
-	t.Helper()
-	return decodeAnswer[output.EndpointMoveResult](t, r)
 }
 
 func serverOf(t *testing.T, kubeconfig []byte) string {

@@ -87,7 +87,7 @@ func startPaused(t *testing.T, c *framework.Cluster, host, point, certKey string
 		select {
 		case r := <-p.done:
 			c.DumpLogs(t, host, "cp1")
-			t.Fatalf("kjoin on %s ended before reaching %s: exit %d\n%s\n%s", host, point, r.ExitCode, r.Stdout, tail(r.Stderr, 30))
+			t.Fatalf("kjoin on %s ended before reaching %s: exit %d\n%s\n%s", host, point, r.ExitCode, r.Stdout, framework.Tail(r.Stderr, 30))
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
@@ -130,13 +130,13 @@ func (p *pausedJoin) kill(t *testing.T) {
 	}
 	r := p.wait(t)
 	if r.Signal != syscall.SIGKILL {
-		t.Fatalf("kjoin on %s was not ended by SIGKILL at %s: exit %d signal %v\n%s", p.host, p.point, r.ExitCode, r.Signal, tail(r.Stderr, 20))
+		t.Fatalf("kjoin on %s was not ended by SIGKILL at %s: exit %d signal %v\n%s", p.host, p.point, r.ExitCode, r.Signal, framework.Tail(r.Stderr, 20))
 	}
 	_ = os.Remove(p.mark)
 }
 
 // rerun runs the same join again (JSON) and requires success.
-func rerun(t *testing.T, c *framework.Cluster, host, certKey string) joinJSON {
+func rerun(t *testing.T, c *framework.Cluster, host, certKey string) output.JoinResult {
 	t.Helper()
 	writeToken(t, c, host, lab.Token)
 	r := c.Run(t, host, joinArgs(c, host, certKey, "-o", "json")...)
@@ -144,7 +144,7 @@ func rerun(t *testing.T, c *framework.Cluster, host, certKey string) joinJSON {
 		c.DumpLogs(t, host, "cp1")
 		t.Fatalf("re-run on %s: %v", host, r.Error())
 	}
-	return parseJoinJSON(t, r)
+	return framework.Answer[output.JoinResult](t, r)
 }
 
 // leaseTTL is an etcd lease's remaining TTL in seconds (-1: no such lease).
@@ -457,7 +457,7 @@ func TestJoinFaults(t *testing.T) {
 		}
 		// Revoked by the re-run (a revoke of an expired lease fails and is not reported).
 		if want := fmt.Sprintf("released the etcd join lock lease %x of an interrupted run", j.Lease); !strings.Contains(r.Stderr, want) {
-			t.Errorf("the re-run did not release the killed run's lock lease %x:\n%s", j.Lease, tail(r.Stderr, 20))
+			t.Errorf("the re-run did not release the killed run's lock lease %x:\n%s", j.Lease, framework.Tail(r.Stderr, 20))
 		}
 		if ttl := leaseTTL(t, c, j.Lease); ttl != -1 {
 			t.Errorf("lease %x still exists after the re-run (TTL %d)", j.Lease, ttl)
@@ -488,7 +488,7 @@ func TestJoinFaults(t *testing.T) {
 		select {
 		case r := <-p.done:
 			p.done <- r
-			t.Fatalf("the join finished while the endpoint was down: exit %d\n%s", r.ExitCode, tail(r.Stderr, 20))
+			t.Fatalf("the join finished while the endpoint was down: exit %d\n%s", r.ExitCode, framework.Tail(r.Stderr, 20))
 		default:
 		}
 		restore()
@@ -519,9 +519,9 @@ func TestJoinFaults(t *testing.T) {
 		}
 		if r.Err != nil {
 			c.DumpLogs(t, "w7", "cp2")
-			t.Fatalf("join through %s and %s with %s down: %v\n%s", ep1, ep2, ep1, r.Error(), tail(r.Stderr, 30))
+			t.Fatalf("join through %s and %s with %s down: %v\n%s", ep1, ep2, ep1, r.Error(), framework.Tail(r.Stderr, 30))
 		}
-		res := decodeAnswer[output.JoinResult](t, r)
+		res := framework.Answer[output.JoinResult](t, r)
 		if res.Endpoint != ep2 || len(res.EndpointsTried) != 2 || res.EndpointsTried[0].Endpoint != ep1 || res.EndpointsTried[0].Error == "" ||
 			res.EndpointsTried[1].Endpoint != ep2 || res.EndpointsTried[1].Error != "" {
 			t.Errorf("served by %q, tried %+v: want %s failed, then %s served", res.Endpoint, res.EndpointsTried, ep1, ep2)
@@ -571,9 +571,9 @@ func TestJoinFaults(t *testing.T) {
 		// A join given 5 s for etcd gives up with the busy code (7) while the lock is held.
 		writeToken(t, c, "cp3", lab.Token)
 		busy := c.Run(t, "cp3", "kjoin", "join", "--config", writeJoinConfig(t, c, "cp3", controlPlaneConfig(c, "cp3", key, "5s")), "-o", "json")
-		out := parseJoinJSON(t, busy)
+		out := framework.Answer[output.JoinResult](t, busy)
 		if busy.ExitCode != 7 || out.Error == nil || !strings.Contains(out.Error.Message, "etcd join lock") {
-			t.Fatalf("want exit 7 naming the etcd join lock, got exit %d: %s %s", busy.ExitCode, busy.Stdout, tail(busy.Stderr, 10))
+			t.Fatalf("want exit 7 naming the etcd join lock, got exit %d: %s %s", busy.ExitCode, busy.Stdout, framework.Tail(busy.Stderr, 10))
 		}
 		// A waiting join proceeds once the killed holder's lease (30 s) expires.
 		waiting := make(chan lab.Result, 1)
@@ -593,7 +593,7 @@ func TestJoinFaults(t *testing.T) {
 		ttl := leaseTTL(t, c, jr.Lease)
 		select {
 		case r := <-waiting:
-			t.Fatalf("cp3 finished while the killed holder's lease %x was alive (TTL %d): exit %d\n%s", jr.Lease, ttl, r.ExitCode, tail(r.Stderr, 20))
+			t.Fatalf("cp3 finished while the killed holder's lease %x was alive (TTL %d): exit %d\n%s", jr.Lease, ttl, r.ExitCode, framework.Tail(r.Stderr, 20))
 		default:
 		}
 		if ttl <= 0 {
@@ -610,7 +610,7 @@ func TestJoinFaults(t *testing.T) {
 			t.Errorf("the killed holder's lease %x still exists after cp3 took the lock (TTL %d)", jr.Lease, left)
 		}
 		if !strings.Contains(r.Stderr, "another control-plane node is joining etcd") || !strings.Contains(r.Stderr, "etcd join lock acquired after") {
-			t.Errorf("cp3 did not wait for the lock:\n%s", tail(r.Stderr, 20))
+			t.Errorf("cp3 did not wait for the lock:\n%s", framework.Tail(r.Stderr, 20))
 		}
 		rerun(t, c, "cp2", key)
 		assertJoined(t, c, "cp2", "cp1", "cp2", "cp3")
@@ -628,8 +628,8 @@ func TestJoinFaults(t *testing.T) {
 		resume := stopProcess(t, c, "cp2", "etcd")
 		p.release(t)
 		r := p.wait(t)
-		t.Logf("the join under lost quorum:\n%s", tail(r.Stderr, 25))
-		out := parseJoinJSON(t, r)
+		t.Logf("the join under lost quorum:\n%s", framework.Tail(r.Stderr, 25))
+		out := framework.Answer[output.JoinResult](t, r)
 		if r.ExitCode != 1 || out.Error == nil || !strings.Contains(out.Error.Message, "etcd lost quorum") {
 			t.Fatalf("want exit 1 naming the lost quorum, got exit %d: %s", r.ExitCode, r.Stdout)
 		}
@@ -659,8 +659,8 @@ func assertOutcome(t *testing.T, r lab.Result) {
 		t.Fatalf("kjoin died of signal %v", r.Signal)
 	}
 	if r.ExitCode != 0 {
-		var out joinJSON
+		var out output.JoinResult
 		_ = json.Unmarshal([]byte(r.Stdout), &out)
-		t.Fatalf("kjoin did not ride out the fault: exit %d: %s\n%s", r.ExitCode, r.Stdout, tail(r.Stderr, 20))
+		t.Fatalf("kjoin did not ride out the fault: exit %d: %s\n%s", r.ExitCode, r.Stdout, framework.Tail(r.Stderr, 20))
 	}
 }

@@ -16,7 +16,7 @@ import (
 // (10.77.0.12), and etcd.yaml from kubeadm init on cp1. The unit tests of package manifests
 // compare kjoin's render with them. It runs only when KJOIN_GOLDEN_DIR is set.
 func TestWriteGoldenManifests(t *testing.T) {
-	dir := os.Getenv("KJOIN_GOLDEN_DIR")
+	dir := framework.Env().GoldenDir
 	if dir == "" {
 		t.Skip("KJOIN_GOLDEN_DIR not set")
 	}

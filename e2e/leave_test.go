@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -30,21 +29,6 @@ import (
 	"kjoin.dev/kjoin/output"
 	"kjoin.dev/kjoin/tlsbootstrap"
 )
-
-func decodeLeave(t *testing.T, r lab.Result) output.LeaveResult {
-	t.Helper()
-	return decodeAnswer[output.LeaveResult](t, r)
-}
-
-// decodeAnswer decodes a command's -o json answer, failing with its output when it is not one.
-func decodeAnswer[T any](t *testing.T, r lab.Result) T {
-	t.Helper()
-	var out T
-	if err := json.Unmarshal([]byte(r.Stdout), &out); err != nil {
-		t.Fatalf("-o json answer: %v\n%s\n%s", err, r.Stdout, tail(r.Stderr, 20))
-	}
-	return out
-}
 
 // TestLeave: a worker kjoin joined leaves the cluster. A PodDisruptionBudget that allows no
 // disruption holds the drain: killed mid-drain (SIGKILL) and stopped at its timeout, the node
@@ -91,7 +75,7 @@ func TestLeave(t *testing.T) {
 	leave := []string{"kjoin", "leave", "-f", "--kubeconfig", "/root/admin.conf", "-o", "json"}
 
 	// The dry run lists every step and changes nothing.
-	dry := decodeLeave(t, c.MustRun(t, "w5", append(leave, "--dry-run")...))
+	dry := framework.Answer[output.LeaveResult](t, c.MustRun(t, "w5", append(leave, "--dry-run")...))
 	plan := strings.Join(dry.PlannedActions, "\n")
 	for _, want := range []string{`cordon Node "w5"`, "evict pod default/" + pods[0].Name, "evict pod default/" + pods[1].Name, "stop the kubelet",
 		`delete Node "w5"`, "delete Lease kube-node-lease/w5", "delete CSR " + csrs[0]} {
@@ -126,7 +110,7 @@ func TestLeave(t *testing.T) {
 
 	// Run again, the budget still holds: the drain stops at its timeout (exit 6) naming it.
 	blocked := c.Run(t, "w5", append(leave, "--drain-timeout", "10s")...)
-	out := decodeLeave(t, blocked)
+	out := framework.Answer[output.LeaveResult](t, blocked)
 	if blocked.ExitCode != 6 || out.Error == nil || !strings.Contains(out.Error.Message, "disruption budget") {
 		t.Fatalf("want exit 6 naming the disruption budget, got exit %d: %s", blocked.ExitCode, blocked.Stdout)
 	}
@@ -148,10 +132,10 @@ func TestLeave(t *testing.T) {
 	health := watchHealthy(t, c, pods)
 
 	r := c.Run(t, "w5", leave...)
-	done := decodeLeave(t, r)
+	done := framework.Answer[output.LeaveResult](t, r)
 	if r.ExitCode != 0 {
 		c.DumpLogs(t, "w5", "cp1")
-		t.Fatalf("leave: exit %d: %s\n%s", r.ExitCode, r.Stdout, tail(r.Stderr, 20))
+		t.Fatalf("leave: exit %d: %s\n%s", r.ExitCode, r.Stdout, framework.Tail(r.Stderr, 20))
 	}
 	lowest, moved := health()
 	for _, pod := range pods {
@@ -199,7 +183,7 @@ func TestLeave(t *testing.T) {
 			t.Errorf("%s survived leave", f)
 		}
 	}
-	again := decodeLeave(t, c.MustRun(t, "w5", leave...))
+	again := framework.Answer[output.LeaveResult](t, c.MustRun(t, "w5", leave...))
 	if again.Changed {
 		t.Errorf("second leave changed something: %+v", again)
 	}
@@ -286,7 +270,7 @@ func killLeaveMidDrain(t *testing.T, c *framework.Cluster, leave []string) {
 	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		select {
 		case r := <-done:
-			return false, fmt.Errorf("leave ended before it was killed: exit %d\n%s\n%s", r.ExitCode, r.Stdout, tail(r.Stderr, 20))
+			return false, fmt.Errorf("leave ended before it was killed: exit %d\n%s\n%s", r.ExitCode, r.Stdout, framework.Tail(r.Stderr, 20))
 		default:
 		}
 		n, err := c.Client.CoreV1().Nodes().Get(ctx, "w5", metav1.GetOptions{})
@@ -458,10 +442,10 @@ func leaveKubeadmWorkerWithItsOwnCredentials(t *testing.T, c *framework.Cluster)
 	}
 
 	r := c.Run(t, "w5", "kjoin", "leave", "-f", "-o", "json")
-	out := decodeLeave(t, r)
+	out := framework.Answer[output.LeaveResult](t, r)
 	if r.ExitCode != 0 {
 		c.DumpLogs(t, "w5")
-		t.Fatalf("leave with the node's credentials: exit %d: %s\n%s", r.ExitCode, r.Stdout, tail(r.Stderr, 20))
+		t.Fatalf("leave with the node's credentials: exit %d: %s\n%s", r.ExitCode, r.Stdout, framework.Tail(r.Stderr, 20))
 	}
 	if out.Credentials != "node (/etc/kubernetes/kubelet.conf)" || !out.Cordoned || !out.LeaseDeleted || !out.KubeletStopped || out.NodeDeleted ||
 		!slices.Equal(out.EvictedPods, []string{"default/" + pods[0].Name}) || len(out.DeletedCSRs) != 0 {

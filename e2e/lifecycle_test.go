@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"crypto/x509"
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -22,36 +21,14 @@ import (
 	"kjoin.dev/kjoin/e2e/framework"
 	"kjoin.dev/kjoin/e2e/lab"
 	"kjoin.dev/kjoin/etcd"
+	"kjoin.dev/kjoin/output"
 	"kjoin.dev/kjoin/pki"
 )
 
-type repairJSON struct {
-	Kind   string `json:"kind"`
-	Name   string `json:"name"`
-	ID     string `json:"id"`
-	Action string `json:"action"`
-	Detail string `json:"detail"`
-}
-
-// lifeJSON is a join's answer with what it repaired.
-type lifeJSON struct {
-	joinJSON
-	Repairs []repairJSON `json:"repairs"`
-}
-
-func parseLife(t *testing.T, r lab.Result) lifeJSON {
-	t.Helper()
-	var out lifeJSON
-	if err := json.Unmarshal([]byte(r.Stdout), &out); err != nil {
-		t.Fatalf("join output is not JSON: %v\n%s\nstderr:\n%s", err, r.Stdout, tail(r.Stderr, 30))
-	}
-	return out
-}
-
 // repairOf returns the answer's one repair of kind, failing the test without it.
-func repairOf(t *testing.T, out lifeJSON, kind string) repairJSON {
+func repairOf(t *testing.T, out output.JoinResult, kind string) output.Repair {
 	t.Helper()
-	var found []repairJSON
+	var found []output.Repair
 	for _, r := range out.Repairs {
 		if r.Kind == kind {
 			found = append(found, r)
@@ -243,13 +220,13 @@ func TestNodesThatHaveLived(t *testing.T) {
 
 	t.Run("cp2 refused at once, then joined with --remove-dead-etcd-learners", func(t *testing.T) {
 		r := kjoinControlPlane(t, c, "cp2", key, "-o", "json")
-		out := parseLife(t, r)
+		out := framework.Answer[output.JoinResult](t, r)
 		if r.ExitCode != 7 || out.Error == nil || !strings.Contains(out.Error.Message, "member "+ghostHex) || !strings.Contains(out.Error.Message, ghost) ||
 			!strings.Contains(out.Error.Hint, "--remove-dead-etcd-learners") {
-			t.Fatalf("exit %d, error %+v: want 7 naming the learner %s and the flag\n%s", r.ExitCode, out.Error, ghostHex, tail(r.Stderr, 20))
+			t.Fatalf("exit %d, error %+v: want 7 naming the learner %s and the flag\n%s", r.ExitCode, out.Error, ghostHex, framework.Tail(r.Stderr, 20))
 		}
 		if strings.Contains(r.Stderr, "(retrying)") {
-			t.Errorf("the refusal came after retries:\n%s", tail(r.Stderr, 20))
+			t.Errorf("the refusal came after retries:\n%s", framework.Tail(r.Stderr, 20))
 		}
 		ms, _ := c.EtcdMembers(ctx)
 		if len(ms) != 2 || !slices.ContainsFunc(ms, func(m lab.EtcdMember) bool { return m.ID == ghostID }) {
@@ -259,9 +236,9 @@ func TestNodesThatHaveLived(t *testing.T) {
 
 		r = kjoinControlPlane(t, c, "cp2", key, "--remove-dead-etcd-learners", "-o", "json")
 		if r.Err != nil {
-			t.Fatalf("%v\n%s", r.Error(), tail(r.Stderr, 30))
+			t.Fatalf("%v\n%s", r.Error(), framework.Tail(r.Stderr, 30))
 		}
-		if rp := repairOf(t, parseLife(t, r), "etcd-learner"); rp.ID != ghostHex || rp.Action != "removed" {
+		if rp := repairOf(t, framework.Answer[output.JoinResult](t, r), "etcd-learner"); rp.ID != ghostHex || rp.Action != "removed" {
 			t.Errorf("repair %+v, want the ghost %s removed", rp, ghostHex)
 		}
 		assertEtcdVoters(t, c, 2)
@@ -276,13 +253,13 @@ func TestNodesThatHaveLived(t *testing.T) {
 	}
 
 	if r := kjoinControlPlane(t, c, "cp3", key); r.Err != nil {
-		t.Fatalf("%v\n%s", r.Error(), tail(r.Stderr, 30))
+		t.Fatalf("%v\n%s", r.Error(), framework.Tail(r.Stderr, 30))
 	}
 	assertEtcdVoters(t, c, 3)
 	formerCP3 := memberID(t, c, "cp3")
 	for _, w := range []string{"w1", "w3", "w5"} {
 		if r := kjoinJoin(t, c, w); r.Err != nil {
-			t.Fatalf("%v\n%s", r.Error(), tail(r.Stderr, 30))
+			t.Fatalf("%v\n%s", r.Error(), framework.Tail(r.Stderr, 30))
 		}
 	}
 	for _, w := range []string{"w2", "w4"} {
@@ -303,9 +280,9 @@ func TestNodesThatHaveLived(t *testing.T) {
 			old := expireClientCert(t, c, w)
 			r := kjoinJoin(t, c, w, "-o", "json")
 			if r.Err != nil {
-				t.Fatalf("%s: %v\n%s", w, r.Error(), tail(r.Stderr, 30))
+				t.Fatalf("%s: %v\n%s", w, r.Error(), framework.Tail(r.Stderr, 30))
 			}
-			rp := repairOf(t, parseLife(t, r), "client-certificate")
+			rp := repairOf(t, framework.Answer[output.JoinResult](t, r), "client-certificate")
 			if rp.ID != "serial "+old.SerialNumber.Text(16) || rp.Action != "renewed" || !strings.Contains(rp.Detail, "expired") {
 				t.Errorf("%s: repair %+v, want serial %s renewed", w, rp, old.SerialNumber.Text(16))
 			}
@@ -351,9 +328,9 @@ func TestNodesThatHaveLived(t *testing.T) {
 	t.Run("w1 without --replace takes the Node over and is told what it inherits", func(t *testing.T) {
 		r := kjoinJoin(t, c, "w1", "-o", "json")
 		if r.Err != nil {
-			t.Fatalf("%v\n%s", r.Error(), tail(r.Stderr, 30))
+			t.Fatalf("%v\n%s", r.Error(), framework.Tail(r.Stderr, 30))
 		}
-		warn := strings.Join(parseLife(t, r).Warnings, "\n")
+		warn := strings.Join(framework.Answer[output.JoinResult](t, r).Warnings, "\n")
 		for _, want := range []string{"uid " + string(former["w1"]), "NotReady (Ready=Unknown)", "labels team=blue", "taints dedicated=gpu:NoSchedule", "annotations example.com/owner", "--replace"} {
 			if !strings.Contains(warn, want) {
 				t.Errorf("warnings lack %q:\n%s", want, warn)
@@ -368,9 +345,9 @@ func TestNodesThatHaveLived(t *testing.T) {
 	t.Run("w3 with --replace registers afresh", func(t *testing.T) {
 		r := kjoinJoin(t, c, "w3", "--replace", "-o", "json")
 		if r.Err != nil {
-			t.Fatalf("%v\n%s", r.Error(), tail(r.Stderr, 30))
+			t.Fatalf("%v\n%s", r.Error(), framework.Tail(r.Stderr, 30))
 		}
-		rp := repairOf(t, parseLife(t, r), "node")
+		rp := repairOf(t, framework.Answer[output.JoinResult](t, r), "node")
 		if rp.ID != string(former["w3"]) || rp.Action != "deleted" || !strings.Contains(rp.Detail, "team=blue") {
 			t.Errorf("repair %+v, want the former Node %s deleted", rp, former["w3"])
 		}
@@ -394,9 +371,9 @@ func TestNodesThatHaveLived(t *testing.T) {
 	t.Run("cp3 rejoins: its former member replaced", func(t *testing.T) {
 		r := kjoinControlPlane(t, c, "cp3", key, "-o", "json")
 		if r.Err != nil {
-			t.Fatalf("%v\n%s", r.Error(), tail(r.Stderr, 40))
+			t.Fatalf("%v\n%s", r.Error(), framework.Tail(r.Stderr, 40))
 		}
-		rp := repairOf(t, parseLife(t, r), "etcd-member")
+		rp := repairOf(t, framework.Answer[output.JoinResult](t, r), "etcd-member")
 		if rp.ID != fmt.Sprintf("%x", formerCP3) || rp.Action != "removed" {
 			t.Errorf("repair %+v, want the former member %x removed", rp, formerCP3)
 		}

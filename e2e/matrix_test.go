@@ -19,6 +19,7 @@ import (
 
 	"kjoin.dev/kjoin/e2e/framework"
 	"kjoin.dev/kjoin/e2e/matrix"
+	"kjoin.dev/kjoin/output"
 )
 
 // TestMatrixCell is the compact suite of one compatibility cell (make matrix, KJOIN_MATRIX_CELL
@@ -27,8 +28,8 @@ import (
 // verify, its manifests byte-equal to that minor's kubeadm on the same node and its etcd image
 // the cluster's; diagnose healthy on both; reset of both leaves none of the join's files.
 func TestMatrixCell(t *testing.T) {
-	cell := os.Getenv("KJOIN_MATRIX_CELL")
-	if cell == "" || os.Getenv("KJOIN_MATRIX_UPGRADE_TO") != "" {
+	cell := framework.Env().MatrixCell
+	if cell == "" || framework.Env().MatrixUpgradeTo != "" {
 		t.Skip("KJOIN_MATRIX_CELL not set, or an upgrade cell (make matrix)")
 	}
 	c := framework.Get(t)
@@ -37,7 +38,7 @@ func TestMatrixCell(t *testing.T) {
 	step := rec.step
 	res := &rec.res
 
-	if rt := os.Getenv("KJOIN_MATRIX_RUNTIME"); rt != "" {
+	if rt := framework.Env().MatrixRuntime; rt != "" {
 		for _, h := range []string{"w1", "cp2"} {
 			if err := c.UseRuntime(h, rt); err != nil {
 				t.Fatal(err)
@@ -45,22 +46,22 @@ func TestMatrixCell(t *testing.T) {
 		}
 	}
 	c.Host(t, "w1")
-	if os.Getenv("KJOIN_MATRIX_RUNTIME") != "" {
+	if framework.Env().MatrixRuntime != "" {
 		res.Runtime = strings.TrimSpace(c.MustRun(t, "w1", "containerd", "--version").Stdout)
 	}
-	if k := os.Getenv("KJOIN_MATRIX_KUBELET"); k != "" {
+	if k := framework.Env().MatrixKubelet; k != "" {
 		if err := c.UseKubelet("w1", k); err != nil {
 			t.Fatal(err)
 		}
 	}
 	res.WorkerKubelet = strings.TrimPrefix(strings.TrimSpace(c.MustRun(t, "w1", "kubelet", "--version").Stdout), "Kubernetes ")
-	var joined joinJSON
+	var joined output.JoinResult
 	step("worker join", func() error {
 		r := kjoinJoin(t, c, "w1", "-o", "json")
 		if r.Err != nil {
-			return fmt.Errorf("exit %d: %s", r.ExitCode, tail(r.Stderr, 5))
+			return fmt.Errorf("exit %d: %s", r.ExitCode, framework.Tail(r.Stderr, 5))
 		}
-		joined = parseJoinJSON(t, r)
+		joined = framework.Answer[output.JoinResult](t, r)
 		n := c.WaitNodeCondition(t, "w1", corev1.NodeReady, corev1.ConditionTrue, 2*time.Minute)
 		if n.Status.NodeInfo.KubeletVersion != res.WorkerKubelet {
 			return fmt.Errorf("Node w1 reports kubelet %s, the host runs %s", n.Status.NodeInfo.KubeletVersion, res.WorkerKubelet)
@@ -81,7 +82,7 @@ func TestMatrixCell(t *testing.T) {
 	}
 	if step("control-plane join", func() error {
 		if r := kjoinControlPlane(t, c, "cp2", key); r.Err != nil {
-			return fmt.Errorf("exit %d: %s", r.ExitCode, tail(r.Stderr, 5))
+			return fmt.Errorf("exit %d: %s", r.ExitCode, framework.Tail(r.Stderr, 5))
 		}
 		assertEtcdVoters(t, c, 2)
 		return nil
@@ -125,7 +126,7 @@ func TestMatrixCell(t *testing.T) {
 func resetLeavesNothing(t *testing.T, c *framework.Cluster, hosts ...string) error {
 	for _, h := range hosts {
 		if r := c.Run(t, h, "kjoin", "reset", "-f"); r.Err != nil {
-			return fmt.Errorf("%s: exit %d: %s", h, r.ExitCode, tail(r.Stderr, 5))
+			return fmt.Errorf("%s: exit %d: %s", h, r.ExitCode, framework.Tail(r.Stderr, 5))
 		}
 		for _, f := range append(append([]string{}, joinFiles...), "/etc/kubernetes/manifests/etcd.yaml", "/etc/kubernetes/manifests/kube-apiserver.yaml", "/var/lib/kjoin/journal.json") {
 			if _, err := os.Lstat(c.HostPath(h, f)); err == nil {
@@ -141,7 +142,7 @@ func resetLeavesNothing(t *testing.T, c *framework.Cluster, hosts ...string) err
 // with the runtime itself (its own --version line): the version, RuntimeConfig answered by
 // containerd 2 and not by 1.x (a warning naming it then), and the sandbox image the lab
 // configured, which is the cluster's pause image (no sandbox warning).
-func checkRuntimeReport(c *framework.Cluster, host string, j joinJSON, versionLine string) error {
+func checkRuntimeReport(c *framework.Cluster, host string, j output.JoinResult, versionLine string) error {
 	rt := j.Runtime
 	if rt == nil {
 		return fmt.Errorf("the join's JSON has no runtime")
@@ -256,7 +257,7 @@ func (r *cellRun) finish() {
 	if r.t.Failed() && len(r.res.Failures) == 0 {
 		r.res.Failures = append(r.res.Failures, "the test failed (see its log)")
 	}
-	if p := os.Getenv("KJOIN_MATRIX_RESULTS"); p != "" {
+	if p := framework.Env().MatrixResults; p != "" {
 		b, _ := json.Marshal(r.res)
 		f, err := os.OpenFile(p, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 		if err == nil {

@@ -15,6 +15,7 @@ import (
 
 	"kjoin.dev/kjoin/e2e/framework"
 	"kjoin.dev/kjoin/e2e/lab"
+	"kjoin.dev/kjoin/output"
 )
 
 // TestFullDiskMidJoin: a worker join paused after its CSR is created finds /etc/kubernetes (a
@@ -40,9 +41,9 @@ func TestFullDiskMidJoin(t *testing.T) {
 
 	p.release(t)
 	r := p.wait(t)
-	out := parseJoinJSON(t, r)
+	out := framework.Answer[output.JoinResult](t, r)
 	if r.ExitCode != 3 || out.Error == nil || !strings.Contains(out.Error.Message, "/etc/kubernetes/") || !strings.Contains(out.Error.Message, "no space left on device") {
-		t.Fatalf("full disk: exit %d %s; want exit 3 naming a path under /etc/kubernetes and ENOSPC\n%s", r.ExitCode, r.Stdout, tail(r.Stderr, 20))
+		t.Fatalf("full disk: exit %d %s; want exit 3 naming a path under /etc/kubernetes and ENOSPC\n%s", r.ExitCode, r.Stdout, framework.Tail(r.Stderr, 20))
 	}
 	t.Logf("the join said: %s", out.Error.Message)
 	files := c.MustRun(t, "w7", "find", "/etc/kubernetes", "/var/lib/kubelet", "/var/lib/kjoin", "-type", "f", "!", "-name", "filler", "-printf", "%s %p\n")
@@ -103,7 +104,7 @@ func TestEtcdDataDirOfAnotherMember(t *testing.T) {
 	}
 
 	refused := kjoinControlPlane(t, c, "cp2", key, "-o", "json")
-	out := parseJoinJSON(t, refused)
+	out := framework.Answer[output.JoinResult](t, refused)
 	if refused.ExitCode != 3 || out.Error == nil || !strings.Contains(out.Error.Message, "[ERROR DirAvailable--var-lib-etcd]") {
 		t.Fatalf("want exit 3 naming DirAvailable--var-lib-etcd, got exit %d: %s", refused.ExitCode, refused.Stdout)
 	}
@@ -138,12 +139,12 @@ func TestEtcdDataDirOfAnotherMember(t *testing.T) {
 
 	writeToken(t, c, "cp2", lab.Token)
 	failed := c.Run(t, "cp2", "kjoin", "join", "--config", writeJoinConfig(t, c, "cp2", controlPlaneConfig(c, "cp2", key, "20s")), "--ignore-preflight-errors=DirAvailable--var-lib-etcd", "-o", "json", "-v", "1")
-	fout := parseJoinJSON(t, failed)
+	fout := framework.Answer[output.JoinResult](t, failed)
 	if failed.ExitCode == 0 || fout.Error == nil || !strings.Contains(fout.Error.Message, "etcd-join") {
-		t.Fatalf("want the join to fail in etcd-join, got exit %d: %s\n%s", failed.ExitCode, failed.Stdout, tail(failed.Stderr, 20))
+		t.Fatalf("want the join to fail in etcd-join, got exit %d: %s\n%s", failed.ExitCode, failed.Stdout, framework.Tail(failed.Stderr, 20))
 	}
 	if !strings.Contains(failed.Stderr, "kept /var/lib/etcd") {
-		t.Errorf("the join does not say it kept the data directory:\n%s", tail(failed.Stderr, 20))
+		t.Errorf("the join does not say it kept the data directory:\n%s", framework.Tail(failed.Stderr, 20))
 	}
 	intact("after the failed etcd-join")
 	if ttl := leaseTTL(t, c, int64(decoyLease.ID)); ttl <= 0 {

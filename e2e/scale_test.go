@@ -21,6 +21,7 @@ import (
 
 	"kjoin.dev/kjoin/e2e/framework"
 	"kjoin.dev/kjoin/e2e/lab"
+	"kjoin.dev/kjoin/output"
 )
 
 // TestNineWorkersAtOnce joins w1…w9 (real kubelets) at the same moment: every join exits 0,
@@ -106,12 +107,12 @@ func TestBootstrapStorm(t *testing.T) {
 	// alone); KJOIN_STORM_TOKENS runs each size with one shared token ("shared", the default)
 	// and/or a token per host ("per-host": API priority and fairness puts each token's user in
 	// a flow of its own).
-	hosts := strings.Split(envString("KJOIN_STORM_HOSTS", "w9"), ",")
+	hosts := framework.Env().StormHosts
 	for _, h := range hosts {
 		c.Host(t, h)
 	}
 	sizes := []int{200}
-	if s := os.Getenv("KJOIN_STORM"); s != "" {
+	if s := framework.Env().Storm; s != "" {
 		sizes = nil
 		for _, f := range strings.Split(s, ",") {
 			n, err := strconv.Atoi(f)
@@ -121,7 +122,7 @@ func TestBootstrapStorm(t *testing.T) {
 			sizes = append(sizes, n)
 		}
 	}
-	for _, mode := range strings.Split(envString("KJOIN_STORM_TOKENS", "shared"), ",") {
+	for _, mode := range framework.Env().StormTokens {
 		for _, h := range hosts {
 			tok := lab.Token
 			if mode == "per-host" {
@@ -130,18 +131,11 @@ func TestBootstrapStorm(t *testing.T) {
 			writeToken(t, c, h, tok)
 		}
 		for _, n := range sizes {
-			if !stormRound(t, c, n, hosts, mode) && os.Getenv("KJOIN_STORM_TO_THE_END") == "" {
+			if !stormRound(t, c, n, hosts, mode) && !framework.Env().StormToTheEnd {
 				break // the size where it broke is the finding
 			}
 		}
 	}
-}
-
-func envString(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
 }
 
 func stormRound(t *testing.T, c *framework.Cluster, n int, hosts []string, mode string) bool {
@@ -184,7 +178,7 @@ func stormRound(t *testing.T, c *framework.Cluster, n int, hosts []string, mode 
 				if res.Error == "" {
 					res.Error = r.Err.Error() // did not run: the driver host's limit, not kjoin's
 				}
-				var out joinJSON
+				var out output.JoinResult
 				if json.Unmarshal([]byte(r.Stdout), &out) == nil && out.Error != nil {
 					res.Error = out.Error.Message
 				}
@@ -258,7 +252,7 @@ func stormRound(t *testing.T, c *framework.Cluster, n int, hosts []string, mode 
 // report fails the test, or only logs when make bench grows the storm until it breaks
 // (KJOIN_STORM_EXPLORE): the size that breaks is then the finding.
 func report(t *testing.T, format string, args ...any) {
-	if os.Getenv("KJOIN_STORM_EXPLORE") != "" {
+	if framework.Env().StormExplore {
 		t.Logf("storm broke: "+format, args...)
 		return
 	}

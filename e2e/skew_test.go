@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"kjoin.dev/kjoin/e2e/framework"
+	"kjoin.dev/kjoin/output"
 )
 
 // TestSkewedKubelet: a worker whose kubelet is older than the cluster (make matrix's kubelet
@@ -19,7 +20,7 @@ import (
 // instance-config.yaml, flags) is something a v1.34 kubelet accepts. verify passes, diagnose
 // is healthy, and reset leaves none of the join's files.
 func TestSkewedKubelet(t *testing.T) {
-	want := os.Getenv("KJOIN_MATRIX_KUBELET")
+	want := framework.Env().MatrixKubelet
 	if want == "" {
 		// Building an old kubelet costs a cold CI 14 minutes: the cell is make matrix's.
 		t.Skip("KJOIN_MATRIX_KUBELET not set: a make matrix kubelet cell (v1.37.2:kubelet-v1.34.4)")
@@ -34,9 +35,9 @@ func TestSkewedKubelet(t *testing.T) {
 	}
 	start := time.Now()
 	r := kjoinJoin(t, c, "w6", "-o", "json")
-	out := parseJoinJSON(t, r)
+	out := framework.Answer[output.JoinResult](t, r)
 	if r.ExitCode != 0 {
-		t.Fatalf("join with a %s kubelet: exit %d %s\n%s", want, r.ExitCode, r.Stdout, tail(r.Stderr, 20))
+		t.Fatalf("join with a %s kubelet: exit %d %s\n%s", want, r.ExitCode, r.Stdout, framework.Tail(r.Stderr, 20))
 	}
 	if out.KubeletVersion != want || out.ClusterVersion != c.K8sVersion {
 		t.Errorf("the join read kubelet %q and cluster %q, want %s and %s", out.KubeletVersion, out.ClusterVersion, want, c.K8sVersion)

@@ -74,7 +74,7 @@ func TestTokensInteroperate(t *testing.T) {
 	t.Run("kjoin join string, kjoin join", func(t *testing.T) {
 		c.Host(t, "w9")
 		r := c.MustRun(t, "cp1", "kjoin", "token", "create", "--print-join-string", "-o", "json")
-		js := decodeAnswer[output.JoinCommand](t, r)
+		js := framework.Answer[output.JoinCommand](t, r)
 		if !strings.HasPrefix(js.JoinString, "kjoin1.") {
 			t.Fatalf("no join string in %s", r.Stdout)
 		}

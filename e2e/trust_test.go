@@ -19,6 +19,7 @@ import (
 	"kjoin.dev/kjoin/discovery/discoverytest"
 	"kjoin.dev/kjoin/e2e/framework"
 	"kjoin.dev/kjoin/e2e/lab"
+	"kjoin.dev/kjoin/output"
 )
 
 // joinDirs are where a join writes on a host.
@@ -129,7 +130,7 @@ func TestLyingDiscoveryServers(t *testing.T) {
 			answer = tc.answer(attackerCA)
 			writeToken(t, c, "w5", lab.Token)
 			r := c.Run(t, "w5", "kjoin", "join", addr, "--token-file", "/run/lab/token", "--discovery-token-ca-cert-hash", c.CAHash, "-o", "json")
-			out := parseJoinJSON(t, r)
+			out := framework.Answer[output.JoinResult](t, r)
 			if r.ExitCode != 4 || out.Error == nil || !strings.Contains(out.Error.Message, tc.want) {
 				t.Errorf("exit %d, error %+v; want exit 4 with %q", r.ExitCode, out.Error, tc.want)
 			}
@@ -147,7 +148,7 @@ func TestLyingDiscoveryServers(t *testing.T) {
 			rec.requests = nil
 			rec.mu.Unlock()
 			r = c.Run(t, "w5", "kjoin", "join", addr, lab.Endpoint(), "--token-file", "/run/lab/token", "--discovery-token-ca-cert-hash", c.CAHash, "-o", "json")
-			out = parseJoinJSON(t, r)
+			out = framework.Answer[output.JoinResult](t, r)
 			if r.ExitCode != 4 || out.Error == nil || !strings.Contains(out.Error.Message, tc.want) {
 				t.Errorf("impostor listed first: exit %d, error %+v; want exit 4 with %q", r.ExitCode, out.Error, tc.want)
 			}

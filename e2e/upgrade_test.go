@@ -30,7 +30,7 @@ import (
 // runs the target's etcd, `kjoin verify` passes for both nodes, and `kjoin reset` still undoes
 // the join on both.
 func TestMatrixUpgrade(t *testing.T) {
-	cell, target := os.Getenv("KJOIN_MATRIX_CELL"), os.Getenv("KJOIN_MATRIX_UPGRADE_TO")
+	cell, target := framework.Env().MatrixCell, framework.Env().MatrixUpgradeTo
 	if cell == "" || target == "" {
 		t.Skip("not an upgrade cell (make matrix with a VERSION:upgrade-TARGET cell)")
 	}
@@ -50,7 +50,7 @@ func TestMatrixUpgrade(t *testing.T) {
 	c.Host(t, "cp2")
 	if !step("worker join", func() error {
 		if r := kjoinJoin(t, c, "w1"); r.Err != nil {
-			return fmt.Errorf("exit %d: %s", r.ExitCode, tail(r.Stderr, 5))
+			return fmt.Errorf("exit %d: %s", r.ExitCode, framework.Tail(r.Stderr, 5))
 		}
 		c.WaitNodeCondition(t, "w1", corev1.NodeReady, corev1.ConditionTrue, 2*time.Minute)
 		return nil
@@ -63,7 +63,7 @@ func TestMatrixUpgrade(t *testing.T) {
 	}
 	if !step("control-plane join", func() error {
 		if r := kjoinControlPlane(t, c, "cp2", key); r.Err != nil {
-			return fmt.Errorf("exit %d: %s", r.ExitCode, tail(r.Stderr, 5))
+			return fmt.Errorf("exit %d: %s", r.ExitCode, framework.Tail(r.Stderr, 5))
 		}
 		assertEtcdVoters(t, c, 2)
 		return nil
@@ -103,7 +103,7 @@ func TestMatrixUpgrade(t *testing.T) {
 	if !step("kubeadm upgrade apply on cp1", func() error {
 		r := c.Run(t, "cp1", "kubeadm", "upgrade", "apply", rel.K8sVersion, "--yes", cgroupV1, noCoreDNS, "--v=1")
 		if r.Err != nil {
-			return fmt.Errorf("exit %d: %s", r.ExitCode, tail(r.Stdout+r.Stderr, 15))
+			return fmt.Errorf("exit %d: %s", r.ExitCode, framework.Tail(r.Stdout+r.Stderr, 15))
 		}
 		return upgradeKubelet("cp1")
 	}) {
@@ -113,7 +113,7 @@ func TestMatrixUpgrade(t *testing.T) {
 		if !step("kubeadm upgrade node on "+h, func() error {
 			r := c.Run(t, h, "kubeadm", "upgrade", "node", cgroupV1, "--v=1")
 			if r.Err != nil {
-				return fmt.Errorf("exit %d: %s", r.ExitCode, tail(r.Stdout+r.Stderr, 15))
+				return fmt.Errorf("exit %d: %s", r.ExitCode, framework.Tail(r.Stdout+r.Stderr, 15))
 			}
 			return upgradeKubelet(h)
 		}) {

@@ -10,24 +10,13 @@ import (
 	"time"
 
 	"kjoin.dev/kjoin/e2e/framework"
+	"kjoin.dev/kjoin/output"
 )
 
-type verifyJSON struct {
-	Nodes  []string `json:"nodes"`
-	Failed int      `json:"failed"`
-	Checks []struct {
-		ID       string `json:"id"`
-		Node     string `json:"node"`
-		Status   string `json:"status"`
-		Summary  string `json:"summary"`
-		Evidence string `json:"evidence"`
-	} `json:"checks"`
-}
-
-func runVerify(t *testing.T, c *framework.Cluster, nodes ...string) (verifyJSON, int) {
+func runVerify(t *testing.T, c *framework.Cluster, nodes ...string) (output.VerifyReport, int) {
 	t.Helper()
 	r := c.Run(t, "cp1", append([]string{"kjoin", "verify", "-o", "json"}, nodes...)...)
-	var out verifyJSON
+	var out output.VerifyReport
 	if err := json.Unmarshal([]byte(r.Stdout), &out); err != nil {
 		t.Fatalf("kjoin verify output is not JSON: %v\n%s\n%s", err, r.Stdout, r.Stderr)
 	}
@@ -40,7 +29,7 @@ func runVerify(t *testing.T, c *framework.Cluster, nodes ...string) (verifyJSON,
 // control-plane nodes (wantMembers, when above 0).
 func assertVerified(t *testing.T, c *framework.Cluster, wantMembers int, nodes ...string) {
 	t.Helper()
-	var out verifyJSON
+	var out output.VerifyReport
 	var code int
 	start := time.Now()
 	for {
@@ -79,7 +68,7 @@ func assertVerified(t *testing.T, c *framework.Cluster, wantMembers int, nodes .
 // assertVerifyFails waits until kjoin verify fails node's check id, and returns its evidence.
 func assertVerifyFails(t *testing.T, c *framework.Cluster, node, id string, timeout time.Duration) string {
 	t.Helper()
-	var last verifyJSON
+	var last output.VerifyReport
 	var evidence string
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {

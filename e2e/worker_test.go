@@ -24,9 +24,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"kjoin.dev/kjoin/cri"
 	"kjoin.dev/kjoin/e2e/framework"
 	"kjoin.dev/kjoin/e2e/lab"
+	"kjoin.dev/kjoin/output"
 	"kjoin.dev/kjoin/pki"
 )
 
@@ -45,38 +45,6 @@ func writeToken(t *testing.T, c *framework.Cluster, host, tok string) {
 	}
 }
 
-type joinJSON struct {
-	Changed bool     `json:"changed"`
-	Node    string   `json:"node"`
-	CAPins  []string `json:"caCertHashes"`
-	Ready   bool     `json:"ready"`
-	CSR     string   `json:"csr"`
-	// Versions the join read: the API server's and the local kubelet's.
-	ClusterVersion string    `json:"clusterVersion"`
-	KubeletVersion string    `json:"kubeletVersion"`
-	Runtime        *cri.Info `json:"runtime"`
-	Warnings       []string  `json:"warnings"`
-	Phases         []struct {
-		Name   string `json:"name"`
-		Status string `json:"status"`
-	} `json:"phases"`
-	Error *struct {
-		Code    int    `json:"code"`
-		Reason  string `json:"reason"`
-		Message string `json:"message"`
-		Hint    string `json:"hint"`
-	} `json:"error"`
-}
-
-func parseJoinJSON(t *testing.T, r lab.Result) joinJSON {
-	t.Helper()
-	var out joinJSON
-	if err := json.Unmarshal([]byte(r.Stdout), &out); err != nil {
-		t.Fatalf("join output is not JSON: %v\n%s\nstderr:\n%s", err, r.Stdout, r.Stderr)
-	}
-	return out
-}
-
 // TestKjoinWorker joins w1 with kjoin: Node Ready, Lease renewing, CSR issued, and the kubelet
 // keeps working after a restart (its certificate and kubeconfig are right).
 func TestKjoinWorker(t *testing.T) {
@@ -87,8 +55,8 @@ func TestKjoinWorker(t *testing.T) {
 	if r.Err != nil {
 		t.Fatalf("%v", r.Error())
 	}
-	out := parseJoinJSON(t, r)
-	if out.Node != "w1" || len(out.CAPins) != 1 || out.CAPins[0] != c.CAHash || !out.Changed || out.Error != nil {
+	out := framework.Answer[output.JoinResult](t, r)
+	if out.Node != "w1" || len(out.CACertHashes) != 1 || out.CACertHashes[0] != c.CAHash || !out.Changed || out.Error != nil {
 		t.Errorf("unexpected join result: %+v", out)
 	}
 	if strings.Contains(r.Stdout+r.Stderr, strings.Split(lab.Token, ".")[1]) {
@@ -232,7 +200,7 @@ func TestKjoinTrustFailures(t *testing.T) {
 		writeToken(t, c, "w4", lab.Token)
 		wrong := "sha256:" + strings.Repeat("0", 64)
 		r := c.Run(t, "w4", "kjoin", "join", lab.Endpoint(), "--token-file", "/run/lab/token", "--discovery-token-ca-cert-hash", wrong, "-o", "json")
-		out := parseJoinJSON(t, r)
+		out := framework.Answer[output.JoinResult](t, r)
 		if r.ExitCode != 4 || out.Error == nil || !strings.Contains(out.Error.Message, c.CAHash) {
 			t.Errorf("exit %d, error %+v; want exit 4 naming the presented pin %s", r.ExitCode, out.Error, c.CAHash)
 		}

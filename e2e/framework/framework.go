@@ -48,10 +48,15 @@ func Main(m *testing.M) {
 
 func run(m *testing.M) int {
 	ctx := context.Background()
-	root := os.Getenv("KJOIN_LAB_ROOT")
+	settings := Env()
+	if settingsErr != nil {
+		logf("%v", settingsErr)
+		return 2
+	}
+	root := settings.Root
 	teardown := func() {
 		once.Do(func() {
-			if os.Getenv("KJOIN_LAB_KEEP") != "" {
+			if settings.Keep {
 				logf("KJOIN_LAB_KEEP set: leaving the lab up")
 				return
 			}
@@ -72,12 +77,8 @@ func run(m *testing.M) int {
 		logf("removing a leftover lab: %v", err)
 		return 1
 	}
-	extra := map[string]string{}
-	if p := os.Getenv("KJOIN_BIN"); p != "" {
-		extra["kjoin"] = p
-	}
 	start := time.Now()
-	l, err := lab.Up(ctx, lab.Options{Root: root, BinDir: os.Getenv("KJOIN_COMPONENTS"), ExtraBins: extra, Family: os.Getenv("KJOIN_LAB_FAMILY"), Log: logf}, "cp1")
+	l, err := lab.Up(ctx, settings.Options(logf), "cp1")
 	if err == nil {
 		err = l.InitControlPlane(ctx, logf)
 	}
@@ -173,7 +174,7 @@ func ptrString(p *string) string {
 }
 
 func artifactsDir(name string) string {
-	base := os.Getenv("KJOIN_ARTIFACTS")
+	base := Env().Artifacts
 	if base == "" {
 		base = filepath.Join(os.TempDir(), "kjoin-artifacts")
 	}

@@ -70,10 +70,7 @@ func (l *Lab) readVersions(ctx context.Context) error {
 // exactly the images kubeadm named (readVersions): a missing one would make every kubeadm join
 // try to pull it from a registry the lab cannot reach.
 func (l *Lab) buildImages(ctx context.Context, logf func(string, ...any)) (string, error) {
-	cache := os.Getenv("KJOIN_CACHE")
-	if cache == "" {
-		cache = "/var/cache/kjoin"
-	}
+	cache := SettingsFromEnv().Cache
 	pauseSrc, err := repoFile("e2e/images/pause/main.go")
 	if err != nil {
 		return "", err

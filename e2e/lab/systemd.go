@@ -332,10 +332,7 @@ func (l *Lab) bootScript(h *Host, rootfs string, shared []string) (string, error
 // sharedDirs are the machine's directories every host sees read-only at the same path: the
 // lab's root (its tools) and the component and image caches.
 func (l *Lab) sharedDirs() []string {
-	cache := os.Getenv("KJOIN_CACHE")
-	if cache == "" {
-		cache = "/var/cache/kjoin"
-	}
+	cache := SettingsFromEnv().Cache
 	var out []string
 	for _, d := range []string{l.Root, cache, l.BinDir, l.ImageDir} {
 		if d == "" {

@@ -39,18 +39,15 @@ func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
 		return fmt.Errorf("usage: lab up|down|status|exec|kubectl|logs|collect|join-info|upload-certs")
 	}
-	root := os.Getenv("KJOIN_LAB_ROOT")
+	settings := lab.SettingsFromEnv()
+	root := settings.Root
 	switch args[0] {
 	case "up":
 		hosts := args[1:]
 		if len(hosts) == 0 {
 			hosts = []string{"w1", "cp2"}
 		}
-		extra := map[string]string{}
-		if p := os.Getenv("KJOIN_BIN"); p != "" {
-			extra["kjoin"] = p
-		}
-		l, err := lab.Up(ctx, lab.Options{Root: root, BinDir: os.Getenv("KJOIN_COMPONENTS"), ExtraBins: extra, Family: os.Getenv("KJOIN_LAB_FAMILY"), Log: logf}, append([]string{"cp1"}, hosts...)...)
+		l, err := lab.Up(ctx, settings.Options(logf), append([]string{"cp1"}, hosts...)...)
 		if err != nil {
 			return err
 		}
