@@ -82,16 +82,16 @@ func (c *Client) RunningContainers(ctx context.Context) (int, error) {
 // Info is what a runtime says about itself.
 type Info struct {
 	// Name and Version are the runtime's (CRI Version: "containerd", "v2.4.2").
-	Name    string `json:"name"`
-	Version string `json:"version"`
+	Name    string
+	Version string
 	// SandboxImage is the pod sandbox ("pause") image the runtime is configured with; empty
 	// when it does not say. SandboxImageFrom says where it was read.
-	SandboxImage     string `json:"sandboxImage,omitempty"`
-	SandboxImageFrom string `json:"sandboxImageFrom,omitempty"`
+	SandboxImage     string
+	SandboxImageFrom string
 	// RuntimeConfig reports whether the runtime implements the CRI RuntimeConfig call (the
 	// cgroup driver the kubelet then takes from the runtime: CgroupDriver).
-	RuntimeConfig bool   `json:"runtimeConfig"`
-	CgroupDriver  string `json:"cgroupDriver,omitempty"`
+	RuntimeConfig bool
+	CgroupDriver  string
 }
 
 // Describe asks the runtime its name and version, its sandbox image and whether it answers

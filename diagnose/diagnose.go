@@ -27,17 +27,17 @@ type Check = verify.Check
 
 // Verdict names the most likely cause and what to do next.
 type Verdict struct {
-	Healthy bool   `json:"healthy"`
-	Cause   string `json:"cause"`
-	CheckID string `json:"checkId,omitempty"`
-	Next    string `json:"next"`
+	Healthy bool
+	Cause   string
+	CheckID string
+	Next    string
 }
 
 // Report is a diagnosis.
 type Report struct {
-	Node    string  `json:"node"`
-	Checks  []Check `json:"checks"`
-	Verdict Verdict `json:"verdict"`
+	Node    string
+	Checks  []Check
+	Verdict Verdict
 }
 
 // Runtime is the part of the CRI runtime service a diagnosis asks.

@@ -56,18 +56,18 @@ type leaveState struct {
 // LeaveReport is what leave adds to the reset's report.
 type LeaveReport struct {
 	// Credentials are whose credentials leave used: "admin (PATH)" or "node (PATH)".
-	Credentials string `json:"credentials"`
-	Cordoned    bool   `json:"cordoned"`
+	Credentials string
+	Cordoned    bool
 	// EvictedPods are the pods the drain evicted (or deleted), namespace/name.
-	EvictedPods []string `json:"evictedPods"`
+	EvictedPods []string
 	// EvictionRefusals counts the evictions the API server refused for a while (a
 	// PodDisruptionBudget's 429) and the drain retried.
-	EvictionRefusals int  `json:"evictionRefusals"`
-	LeaseDeleted     bool `json:"leaseDeleted"`
+	EvictionRefusals int
+	LeaseDeleted     bool
 	// DeletedCSRs are the node's certificate signing requests leave deleted.
-	DeletedCSRs []string `json:"deletedCSRs"`
+	DeletedCSRs []string
 	// Left are the cluster objects leave could not remove, each with the command that does.
-	Left []string `json:"left"`
+	Left []string
 }
 
 // Leave runs the leave workflow on this node (skipping the named phases): the same report as

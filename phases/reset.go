@@ -29,23 +29,23 @@ type ResetOptions struct {
 
 // ResetReport says what reset did.
 type ResetReport struct {
-	Changed           bool     `json:"changed"`
-	Node              string   `json:"node,omitempty"`
-	Role              string   `json:"role"`
-	EtcdMemberRemoved string   `json:"etcdMemberRemoved,omitempty"`
-	NodeDeleted       bool     `json:"nodeDeleted"`
-	KubeletStopped    bool     `json:"kubeletStopped"`
-	KubeletDisabled   bool     `json:"kubeletDisabled"`
-	RemovedFiles      []string `json:"removedFiles"`
+	Changed           bool
+	Node              string
+	Role              string
+	EtcdMemberRemoved string
+	NodeDeleted       bool
+	KubeletStopped    bool
+	KubeletDisabled   bool
+	RemovedFiles      []string
 	// RemovedPods are the pod sandboxes removed through the CRI (namespace/name).
-	RemovedPods []string `json:"removedPods"`
+	RemovedPods []string
 	// DryRun: nothing was changed; PlannedActions is what the reset would do, in order.
-	DryRun         bool     `json:"dryRun"`
-	PlannedActions []string `json:"plannedActions"`
+	DryRun         bool
+	PlannedActions []string
 	// Leave is what kjoin leave did besides the reset (nil for kjoin reset).
-	Leave    *LeaveReport  `json:"leave,omitempty"`
-	Phases   []PhaseResult `json:"phases"`
-	Warnings []string      `json:"warnings"`
+	Leave    *LeaveReport
+	Phases   []PhaseResult
+	Warnings []string
 }
 
 // ResetState is what the reset phases read and write.

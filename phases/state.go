@@ -19,8 +19,8 @@ import (
 
 // PlannedWrite is a file a dry run would have written.
 type PlannedWrite struct {
-	Path string      `json:"path"`
-	Mode os.FileMode `json:"mode"`
+	Path string
+	Mode os.FileMode
 }
 
 // State is what the phases read and write. Each phase's doc comment names its fields.

@@ -62,17 +62,17 @@ type Spec struct {
 
 // Info describes an existing bootstrap token.
 type Info struct {
-	Token       Token      `json:"-"`
-	ID          string     `json:"id"`
-	Expires     *time.Time `json:"expires,omitempty"`
-	Usages      []string   `json:"usages"`
-	Groups      []string   `json:"groups,omitempty"`
-	Description string     `json:"description,omitempty"`
+	Token       Token
+	ID          string
+	Expires     *time.Time
+	Usages      []string
+	Groups      []string
+	Description string
 	// Node, Role and UsedBy describe a bound token: the node it joins, as what, and the CSR
 	// it was used for (empty: not yet).
-	Node   string `json:"node,omitempty"`
-	Role   string `json:"role,omitempty"`
-	UsedBy string `json:"usedBy,omitempty"`
+	Node   string
+	Role   string
+	UsedBy string
 }
 
 // Validate checks usages and groups as the API server's bootstrap authenticator expects them.

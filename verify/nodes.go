@@ -17,29 +17,29 @@ import (
 
 // NodeInfo is one row of the node map.
 type NodeInfo struct {
-	Name string `json:"name"`
-	Role string `json:"role"`
+	Name string
+	Role string
 	// Roles are the node-role.kubernetes.io/* labels (sorted; [] for none).
-	Roles []string `json:"roles"`
+	Roles []string
 	// Ready is the Ready condition's status (True, False, Unknown).
-	Ready string `json:"ready"`
+	Ready string
 	// LeaseAge is how long ago the node's Lease was renewed (HasLease: it has one).
-	LeaseAge time.Duration `json:"-"`
-	HasLease bool          `json:"-"`
+	LeaseAge time.Duration
+	HasLease bool
 	// InternalIPs are all of them (a dual-stack node has one per family).
-	InternalIPs    []string  `json:"internalIPs"`
-	Zone           string    `json:"zone,omitempty"`
-	InstanceType   string    `json:"instanceType,omitempty"`
-	KubeletVersion string    `json:"kubeletVersion"`
-	Runtime        string    `json:"containerRuntime"`
-	OSImage        string    `json:"osImage,omitempty"`
-	KernelVersion  string    `json:"kernelVersion,omitempty"`
-	JoinedAt       time.Time `json:"joinedAt"`
+	InternalIPs    []string
+	Zone           string
+	InstanceType   string
+	KubeletVersion string
+	Runtime        string
+	OSImage        string
+	KernelVersion  string
+	JoinedAt       time.Time
 	// JoinedBy is the tool the Node shows joined it: kjoin (its node label), kubeadm (no
 	// kjoin label in a kubeadm-made cluster) or "" when the Node does not tell.
-	JoinedBy string   `json:"joinedBy,omitempty"`
-	PodCIDR  string   `json:"podCIDR,omitempty"`
-	Taints   []string `json:"taints"`
+	JoinedBy string
+	PodCIDR  string
+	Taints   []string
 }
 
 // NoNodeError names the selected nodes that do not exist.

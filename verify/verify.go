@@ -43,20 +43,20 @@ const (
 
 // Check is one verified fact, with its evidence. IDs are stable (automation keys on them).
 type Check struct {
-	ID       string `json:"id"`
-	Node     string `json:"node,omitempty"`
-	Status   Status `json:"status"`
-	Summary  string `json:"summary"`
-	Evidence string `json:"evidence,omitempty"`
+	ID       string
+	Node     string
+	Status   Status
+	Summary  string
+	Evidence string
 }
 
 // Report is the outcome of a verification.
 type Report struct {
-	Nodes  []string `json:"nodes"`
-	Checks []Check  `json:"checks"`
+	Nodes  []string
+	Checks []Check
 	// Failed counts the failed checks; zero means the join is verified.
-	Failed int `json:"failed"`
-	Warned int `json:"warned"`
+	Failed int
+	Warned int
 }
 
 // Options say what to verify and with what.

@@ -32,10 +32,10 @@ type Phase[S any] struct {
 
 // Result is what one phase did.
 type Result struct {
-	Name     string        `json:"name"`
-	Status   string        `json:"status"` // ran | skipped | unchanged | failed | would change (a dry run's plan)
-	Reason   string        `json:"reason,omitempty"`
-	Duration time.Duration `json:"-"`
+	Name     string
+	Status   string // ran | skipped | unchanged | failed | would change (a dry run's plan)
+	Reason   string
+	Duration time.Duration
 }
 
 // Options select phases.
