@@ -20,7 +20,9 @@ type ApproverOptions struct {
 func NewCmdApprover(deps *Deps, g *Globals) *cobra.Command {
 	o := &ApproverOptions{}
 	cmd := &cobra.Command{
-		Use:   "approver",
+		Use: "approver",
+		Example: `  kjoin approver                               # on a control plane, until stopped
+  systemd-run --unit kjoin-approver kjoin approver   # as a transient service`,
 		Short: "Approve the CSRs of tokens bound to a node (kjoin token create --node), until stopped; run it on control planes",
 		Long: `kjoin approver decides on the kubelet client CSRs made with tokens bound to one node
 (kjoin token create --node NAME), which the controller-manager never approves: the first

@@ -13,7 +13,8 @@ func NewCmdCerts(deps *Deps, g *Globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "certs", Short: "Certificate helpers"}
 	cmd.AddCommand(&cobra.Command{
 		Use: "certificate-key", Short: "Print a new certificate key (for upload-certs and control-plane joins)", Args: cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error { return runCertificateKey(deps, g) },
+		Example: `  kjoin upload-certs --certificate-key "$(kjoin certs certificate-key)"`,
+		RunE:    func(*cobra.Command, []string) error { return runCertificateKey(deps, g) },
 	})
 	return cmd
 }

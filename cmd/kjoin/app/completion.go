@@ -5,42 +5,27 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"kjoin.dev/kjoin/phases"
 	"kjoin.dev/kjoin/verify"
-	"kjoin.dev/kjoin/workflow"
 )
 
-// addCompletions completes flag values: -o's formats, --skip-phases' phase names, --format,
-// --sort-by's fields, and node names (from the cluster, as admin) for verify and nodes.
-func addCompletions(root *cobra.Command, deps *Deps, g *Globals) {
-	fixed := func(values ...string) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
-		return func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
-			return values, cobra.ShellCompDirectiveNoFileComp
-		}
-	}
-	_ = root.RegisterFlagCompletionFunc("output", fixed(g.Output.Formats()...))
-	nodeArgs := func(cmd *cobra.Command, args []string, prefix string) ([]string, cobra.ShellCompDirective) {
+// completeFlag completes a flag of cmd with fixed values (bound where the flag is).
+func completeFlag(cmd *cobra.Command, flag string, values ...string) {
+	_ = cmd.RegisterFlagCompletionFunc(flag, func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return values, cobra.ShellCompDirectiveNoFileComp
+	})
+}
+
+// completeNodeArgs completes a command's arguments with the cluster's node names (as admin).
+func completeNodeArgs(cmd *cobra.Command, deps *Deps, g *Globals) {
+	cmd.ValidArgsFunction = func(cmd *cobra.Command, _ []string, prefix string) ([]string, cobra.ShellCompDirective) {
 		return nodeNames(cmd, deps, g, prefix), cobra.ShellCompDirectiveNoFileComp
 	}
-	walk(root, func(c *cobra.Command) {
-		switch c.CommandPath() {
-		case "kjoin join":
-			_ = c.RegisterFlagCompletionFunc("skip-phases", fixed(workflow.Names(phases.Join)...))
-		case "kjoin reset":
-			_ = c.RegisterFlagCompletionFunc("skip-phases", fixed(workflow.Names(phases.ResetWorkflow)...))
-		case "kjoin leave":
-			_ = c.RegisterFlagCompletionFunc("skip-phases", fixed(workflow.Names(phases.LeaveWorkflow)...))
-		case "kjoin token create":
-			_ = c.RegisterFlagCompletionFunc("format", fixed("kjoin", "kubeadm"))
-		case "kjoin token list":
-			_ = c.RegisterFlagCompletionFunc("sort-by", fixed(tokenSortFields...))
-		case "kjoin nodes":
-			_ = c.RegisterFlagCompletionFunc("sort-by", fixed(nodeSortFields...))
-			c.ValidArgsFunction = nodeArgs
-		case "kjoin verify":
-			c.ValidArgsFunction = nodeArgs
-		}
-	})
+}
+
+// bindSkipPhases adds --skip-phases over a workflow's phase names, completed with them.
+func bindSkipPhases(cmd *cobra.Command, to *[]string, what string, names []string) {
+	cmd.Flags().StringSliceVar(to, "skip-phases", nil, what+" phases to skip ("+strings.Join(names, ", ")+")")
+	completeFlag(cmd, "skip-phases", names...)
 }
 
 // nodeNames are the cluster's node names starting with prefix (none when the cluster cannot
@@ -64,11 +49,4 @@ func nodeNames(cmd *cobra.Command, deps *Deps, g *Globals, prefix string) []stri
 		}
 	}
 	return out
-}
-
-func walk(c *cobra.Command, f func(*cobra.Command)) {
-	f(c)
-	for _, s := range c.Commands() {
-		walk(s, f)
-	}
 }

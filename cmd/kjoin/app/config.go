@@ -12,7 +12,9 @@ func NewCmdConfig(deps *Deps, g *Globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "config", Short: "kubeadm configuration files kjoin reads"}
 	printCmd := &cobra.Command{Use: "print", Short: "Print default configuration files"}
 	printCmd.AddCommand(&cobra.Command{
-		Use:   "join-defaults",
+		Use: "join-defaults",
+		Example: `  kjoin config print join-defaults > join.yaml   # edit, then:
+  kjoin join --config join.yaml`,
 		Short: "Print kubeadm's default JoinConfiguration (kubeadm.k8s.io/v1beta4), a starting point for kjoin join --config",
 		Long: `Print the JoinConfiguration kubeadm config print join-defaults prints: kubeadm's defaults, a
 placeholder token and endpoint, this machine's hostname as the node name. Edit it and pass it

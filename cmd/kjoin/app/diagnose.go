@@ -22,7 +22,9 @@ type DiagnoseOptions struct {
 func NewCmdDiagnose(deps *Deps, g *Globals) *cobra.Command {
 	o := &DiagnoseOptions{g: g}
 	cmd := &cobra.Command{
-		Use:   "diagnose",
+		Use: "diagnose",
+		Example: `  kjoin diagnose               # on the node that is NotReady
+  kjoin diagnose -o json`,
 		Short: "Explain why this node is NotReady (run as root on the node)",
 		Long: `Check this node along its reporting path, from the cluster inward: the Node's conditions,
 taints, Lease and pod CIDR; the kubelet (service, /healthz, its last errors); its client

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -50,7 +51,7 @@ func (g *Globals) AddFlags(fs *pflag.FlagSet) {
 // and routes client-go's klog to stderr at -v 6.
 func (g *Globals) complete(cmd *cobra.Command, deps *Deps) error {
 	var bad []string
-	if err := g.Output.Validate(wideCommands[cmd.CommandPath()]); err != nil {
+	if err := g.Output.Validate(cmd.Annotations[wideTable] == "true"); err != nil {
 		if !isJoin(cmd) {
 			bad = append(bad, err.Error())
 		}
@@ -72,30 +73,20 @@ func (g *Globals) complete(cmd *cobra.Command, deps *Deps) error {
 	return nil
 }
 
-// wideCommands have a wider table for -o wide.
-var wideCommands = map[string]bool{"kjoin nodes": true, "kjoin token list": true}
+// wideTable is the annotation of a command whose table has a wider form (-o wide).
+const wideTable = "kjoin.dev/wide-table"
 
 // formatFromArgs finds -o/--output in args when flag parsing failed before it (a flag error
-// is printed in the format asked for too).
+// is printed in the format asked for too): pflag parses the output flags alone, every other
+// flag ignored.
 func formatFromArgs(args []string) string {
-	format := ""
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "--":
-			return format
-		case a == "-o" || a == "--output":
-			if i+1 < len(args) {
-				format = args[i+1]
-				i++
-			}
-		case strings.HasPrefix(a, "--output="):
-			format = strings.TrimPrefix(a, "--output=")
-		case strings.HasPrefix(a, "-o") && !strings.HasPrefix(a, "--"):
-			format = strings.TrimPrefix(strings.TrimPrefix(a, "-o"), "=")
-		}
-	}
-	return format
+	f := output.NewFlags()
+	fs := pflag.NewFlagSet("output", pflag.ContinueOnError)
+	fs.ParseErrorsWhitelist.UnknownFlags = true
+	fs.SetOutput(io.Discard)
+	f.AddFlags(fs)
+	_ = fs.Parse(args)
+	return f.Format
 }
 
 // reportFailure prints a failure that the command has not reported itself: in JSON or YAML

@@ -58,7 +58,18 @@ type JoinOptions struct {
 func NewCmdJoin(deps *Deps, g *Globals, runF func(*JoinOptions) error) *cobra.Command {
 	o := &JoinOptions{g: g}
 	cmd := &cobra.Command{
-		Use:   "join [api-server-endpoint ...]",
+		Use: "join [api-server-endpoint ...]",
+		Example: `  # a worker; the token on stdin, never on the command line
+  printf '%s\n' "$TOKEN" | kjoin join control-plane.example:6443 --token-file - \
+      --discovery-token-ca-cert-hash sha256:<hash>
+  # a control plane: the token, then the certificate key, on stdin
+  printf '%s\n%s\n' "$TOKEN" "$CERT_KEY" | kjoin join control-plane.example:6443 --token-file - \
+      --discovery-token-ca-cert-hash sha256:<hash> --control-plane --certificate-key-file - \
+      --apiserver-advertise-address 10.0.0.12
+  # an IPv6 endpoint goes in brackets; -o json for automation
+  kjoin join '[fd00::11]:6443' --token-file /root/token --discovery-token-ca-cert-hash sha256:<hash> -o json
+  # what would be written, without writing it
+  kjoin join control-plane.example:6443 --token-file /root/token --discovery-token-ca-cert-hash sha256:<hash> --dry-run`,
 		Short: "Join this machine to a cluster as a worker or control-plane node",
 		Long:  joinLong,
 		Args:  cobra.ArbitraryArgs,
@@ -75,13 +86,15 @@ func NewCmdJoin(deps *Deps, g *Globals, runF func(*JoinOptions) error) *cobra.Co
 		},
 	}
 	bindJoinFlags(cmd.Flags(), o)
+	completeFlag(cmd, "skip-phases", workflow.Names(phases.Join)...)
 	phaseCmd := &cobra.Command{Use: "phase", Short: "Run one phase of the join (with the read-only phases it needs)"}
 	for _, p := range phases.Join {
 		p := p
 		sub := &cobra.Command{
-			Use:   p.Name + " [api-server-endpoint ...]",
-			Short: p.Short,
-			Args:  cobra.ArbitraryArgs,
+			Use:     p.Name + " [api-server-endpoint ...]",
+			Short:   p.Short,
+			Example: "  kjoin join phase " + p.Name + " control-plane.example:6443 --token-file /root/token --discovery-token-ca-cert-hash sha256:<hash>",
+			Args:    cobra.ArbitraryArgs,
 			RunE: func(cmd *cobra.Command, args []string) error {
 				o.OnlyPhase = p.Name
 				return cmd.Parent().Parent().RunE(cmd, args)

@@ -55,7 +55,7 @@ pods); what those credentials may not delete is reported with the command that d
 	f.BoolVar(&o.Leave.DeleteEmptyDirData, "delete-emptydir-data", false, "also evict pods with emptyDir data (it is lost), as kubectl drain")
 	f.BoolVar(&o.Leave.Force, "drain-force", false, "also delete pods no controller manages (they are not recreated), as kubectl drain --force")
 	f.BoolVar(&o.Leave.DisableEviction, "disable-eviction", false, "delete pods instead of evicting them (PodDisruptionBudgets are not respected), as kubectl drain")
-	f.StringSliceVar(&o.SkipPhases, "skip-phases", nil, "leave phases to skip ("+strings.Join(workflow.Names(phases.LeaveWorkflow), ", ")+")")
+	bindSkipPhases(cmd, &o.SkipPhases, "leave", workflow.Names(phases.LeaveWorkflow))
 	return cmd
 }
 

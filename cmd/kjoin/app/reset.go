@@ -53,7 +53,7 @@ quorum check, a server-side dry-run delete of the Node). Running it again does n
 	f.BoolVar(&o.DryRun, "dry-run", false, "change nothing: run the checks and list every step the reset would take")
 	f.BoolVar(&o.DeleteNode, "delete-node", false, "also delete the Node object (admin credentials)")
 	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "admin kubeconfig for --delete-node (default /etc/kubernetes/admin.conf)")
-	f.StringSliceVar(&o.SkipPhases, "skip-phases", nil, "reset phases to skip ("+strings.Join(workflow.Names(phases.ResetWorkflow), ", ")+")")
+	bindSkipPhases(cmd, &o.SkipPhases, "reset", workflow.Names(phases.ResetWorkflow))
 	return cmd
 }
 

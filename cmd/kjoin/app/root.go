@@ -133,8 +133,7 @@ func newRootCmd(deps *Deps, g *Globals) *cobra.Command {
 			Long: "kjoin exits with one of these codes (the same in --output json's error.code):\n\n" + operr.TextTable()})
 	refuseUnknownSubcommands(root)
 	usageArgs(root)
-	addExamples(root)
-	addCompletions(root, deps, g)
+	completeFlag(root, "output", g.Output.Formats()...)
 	return root
 }
 
@@ -250,10 +249,11 @@ var (
 // NewCmdVersion builds kjoin version.
 func NewCmdVersion(deps *Deps, g *Globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the kjoin version, commit, build date, Go version and platform",
-		Args:  cobra.NoArgs,
-		RunE:  func(*cobra.Command, []string) error { return runVersion(deps, g) },
+		Use:     "version",
+		Example: `  kjoin version -o json`,
+		Short:   "Print the kjoin version, commit, build date, Go version and platform",
+		Args:    cobra.NoArgs,
+		RunE:    func(*cobra.Command, []string) error { return runVersion(deps, g) },
 	}
 }
 

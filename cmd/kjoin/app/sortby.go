@@ -18,6 +18,7 @@ var (
 // bindSortBy adds kubectl's --sort-by: a JSONPath over the -o json items.
 func bindSortBy(cmd *cobra.Command, to *string, fields []string) {
 	cmd.Flags().StringVar(to, "sort-by", "", "sort the list by a JSONPath over its -o json items (as kubectl's --sort-by), e.g. "+strings.Join(fields[:min(2, len(fields))], " or "))
+	completeFlag(cmd, "sort-by", fields...)
 }
 
 // sorterOf parses --sort-by over items shaped like item (nil when unset); a bad expression,

@@ -54,7 +54,8 @@ func NewCmdToken(deps *Deps, g *Globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "token", Short: "Create, list and delete bootstrap tokens (kubeadm-compatible)"}
 	cmd.AddCommand(newCmdTokenCreate(deps, g), newCmdTokenList(deps, g), newCmdTokenDelete(deps, g), &cobra.Command{
 		Use: "generate", Short: "Print a new random token (does not create it)", Args: cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error { return runTokenGenerate(deps, g) },
+		Example: `  kjoin token create "$(kjoin token generate)" --ttl 2h`,
+		RunE:    func(*cobra.Command, []string) error { return runTokenGenerate(deps, g) },
 	})
 	return cmd
 }
@@ -75,7 +76,11 @@ func runTokenGenerate(deps *Deps, g *Globals) error {
 func newCmdTokenCreate(deps *Deps, g *Globals) *cobra.Command {
 	o := &TokenCreateOptions{}
 	cmd := &cobra.Command{
-		Use:   "create [TOKEN]",
+		Use: "create [TOKEN]",
+		Example: `  kjoin token create --print-join-command                  # a worker join command
+  kjoin token create --print-join-command --control-plane  # uploads the certificates too
+  kjoin token create --ttl 1h --description "rack 7"
+  kjoin token create --node w7 --print-join-string          # joins w7 once (kjoin approver approves it)`,
 		Short: "Create a bootstrap token; --print-join-command prints the join command, --control-plane also uploads the certificates",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -97,6 +102,7 @@ func newCmdTokenCreate(deps *Deps, g *Globals) *cobra.Command {
 	f.BoolVar(&o.PrintJoinString, "print-join-string", false, "print the join as one string with checksums (endpoint, CA pins, token and with --control-plane the certificate key) for kjoin join --join-string-file")
 	f.BoolVar(&o.ControlPlane, "control-plane", false, "also upload the control-plane certificates with a fresh key and print the control-plane join command")
 	f.StringVar(&o.Format, "format", "kjoin", "join command for: kjoin or kubeadm")
+	completeFlag(cmd, "format", "kjoin", "kubeadm")
 	f.BoolVar(&o.AllowNodeReplace, "allow-node-replace", false, "also let every node delete its own Node object (ClusterRoleBinding "+tlsbootstrap.ReplaceSelf+"; NodeRestriction limits it to its own), so kjoin join --replace works on reinstalled workers")
 	return cmd
 }

@@ -22,6 +22,7 @@ func newCmdTokenDelete(deps *Deps, g *Globals) *cobra.Command {
 	o := &TokenDeleteOptions{}
 	cmd := &cobra.Command{
 		Use: "delete TOKEN|ID...", Short: "Delete bootstrap tokens", Args: cobra.MinimumNArgs(1),
+		Example: `  kjoin token delete abcdef`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Tokens = args
 			return runTokenDelete(cmd.Context(), deps, o)

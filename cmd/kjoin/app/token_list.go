@@ -22,10 +22,13 @@ func newCmdTokenList(deps *Deps, g *Globals) *cobra.Command {
 	o := &TokenListOptions{}
 	cmd := &cobra.Command{
 		Use: "list", Short: "List bootstrap tokens (-o wide adds ID and description)", Args: cobra.NoArgs,
+		Example: `  kjoin token list -o wide
+  kjoin token list -o jsonpath='{range .items[*]}{.id}{"\n"}{end}'`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runTokenList(cmd.Context(), deps, o) },
 	}
 	bindAdminFlags(cmd, &o.AdminOptions, g)
 	bindSortBy(cmd, &o.SortBy, tokenSortFields)
+	cmd.Annotations = map[string]string{wideTable: "true"}
 	return cmd
 }
 

@@ -27,6 +27,8 @@ func NewCmdUploadCerts(deps *Deps, g *Globals) *cobra.Command {
 	o := &UploadCertsOptions{}
 	cmd := &cobra.Command{
 		Use: "upload-certs", Short: "Encrypt and upload the control-plane certificates (kube-system/kubeadm-certs, 2h)", Args: cobra.NoArgs,
+		Example: `  kjoin upload-certs                       # prints the new certificate key
+  kjoin upload-certs --certificate-key "$(kjoin certs certificate-key)"`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runUploadCerts(cmd.Context(), deps, o) },
 	}
 	bindAdminFlags(cmd, &o.AdminOptions, g)

@@ -36,7 +36,9 @@ type VerifyOptions struct {
 func NewCmdVerify(deps *Deps, g *Globals) *cobra.Command {
 	o := &VerifyOptions{g: g}
 	cmd := &cobra.Command{
-		Use:   "verify [NODE...]",
+		Use: "verify [NODE...]",
+		Example: `  kjoin verify                 # every node and the etcd cluster
+  kjoin verify w1 cp2 -o json  # just these nodes, for automation`,
 		Short: "Verify joined nodes: Ready, Lease renewing, pod CIDR, CSRs; etcd member, static pods and /livez for control planes",
 		Long: `Verify nodes after a join, from the cluster's side. For each node (default: every node):
 registered, Ready, no not-ready/unreachable taint, its Lease held by it and renewing, a pod CIDR
@@ -63,6 +65,7 @@ mirror pods, the Lease and the not-ready taint take a few seconds to settle.`,
 	f.DurationVar(&o.Timeout, "timeout", time.Minute, "how long one verification may take")
 	f.DurationVar(&o.Wait, "wait", 0, "repeat until every check passes, for at most this long (--wait alone: 2m)")
 	f.Lookup("wait").NoOptDefVal = "2m"
+	completeNodeArgs(cmd, deps, g)
 	return cmd
 }
 
@@ -212,12 +215,17 @@ func NewCmdNodes(deps *Deps, g *Globals) *cobra.Command {
 	o := &NodesOptions{}
 	cmd := &cobra.Command{
 		Use: "nodes [NAME...]", Short: "The cluster's node map: roles, Ready, Lease age, IPs, versions (-o wide: joined by, zone, runtime, OS, kernel, pod CIDR, taints)",
+		Example: `  kjoin nodes
+  kjoin nodes -o wide -l node-role.kubernetes.io/control-plane
+  kjoin nodes w1 -o jsonpath='{.items[0].kubeletVersion}'`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { o.Names = args; return runNodes(cmd.Context(), deps, o) },
 	}
 	bindAdminFlags(cmd, &o.AdminOptions, g)
 	cmd.Flags().StringVarP(&o.Selector, "selector", "l", "", "label selector (as kubectl's -l), e.g. node-role.kubernetes.io/control-plane")
 	bindSortBy(cmd, &o.SortBy, nodeSortFields)
+	completeNodeArgs(cmd, deps, g)
+	cmd.Annotations = map[string]string{wideTable: "true"}
 	return cmd
 }
 
