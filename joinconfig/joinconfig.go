@@ -441,9 +441,30 @@ func (v *validator) fromConfig(f Flags, in *input, po *joinrequest.Options) *inp
 	return out
 }
 
-// validate checks every value and fills the options; problems accumulate in v.
+// validate checks the whole request, section by section as kubeadm's validation does, each
+// problem reported (all at once, by the caller), then fills the options from it.
 func (v *validator) validate(f Flags, in *input, phaseNames []string, res *Result) {
 	po := &res.Options
+	v.runFlags(f, in, po)
+	v.discovery(in, po)
+	v.nodeRegistration(in, po)
+	v.controlPlane(in)
+	ignore, skip := v.phases(in, phaseNames)
+	v.kubeletExtraArgs(in)
+	in.skip.V = skip
+	po.IgnorePreflight = ignore
+	po.Endpoint, po.UnsafeSkipCAVerification, po.DiscoveryFile = in.endpoint.V, in.unsafe, in.discoveryFile.V
+	po.MoreEndpoints = slices.Clone(in.moreEndpoints.V)
+	po.NodeName, po.CRISocket, po.PatchesDir, po.DryRun = in.nodeName.V, in.criSocket.V, in.patches.V, in.dryRun
+	po.KubeletExtraArgs = in.kubeletExtraArgs
+	if in.controlPlane {
+		po.ControlPlane, po.CertificateKey, po.AdvertiseAddress = true, in.certKey.V, in.advertise.V
+	}
+	res.SkipPhases = in.skip.V
+}
+
+// runFlags checks how the join runs: output, verbosity, waits and timeouts.
+func (v *validator) runFlags(f Flags, in *input, po *joinrequest.Options) {
 	if f.OutputError != "" {
 		v.bad("--output", f.Output, f.OutputError)
 	}
@@ -452,20 +473,20 @@ func (v *validator) validate(f Flags, in *input, phaseNames []string, res *Resul
 	}
 	switch f.Wait {
 	case "", "true", "ready":
-		res.Options.Wait = true
+		po.Wait = true
 	case "kubelet":
-		res.Options.Wait, res.Options.WaitKubeletOnly = true, true
+		po.Wait, po.WaitKubeletOnly = true, true
 	case "false", "none":
 	default:
 		v.bad("--wait", f.Wait, "ready (or true), kubelet, or none (or false)")
 	}
-	if f.WaitReady && res.Options.WaitKubeletOnly {
+	if f.WaitReady && po.WaitKubeletOnly {
 		v.bad("--wait-ready", "true", "not with --wait=kubelet (which returns before the Node is Ready)")
 	}
 	if f.RemoveDeadLearners && !in.controlPlane {
 		v.bad("--remove-dead-etcd-learners", "true", "only with --control-plane (a worker adds no etcd member)")
 	}
-	if res.Options.Wait && f.WaitReadyTimeout <= 0 {
+	if po.Wait && f.WaitReadyTimeout <= 0 {
 		v.bad("--wait-ready-timeout", f.WaitReadyTimeout.String(), "a duration above zero, e.g. 4m")
 	}
 	for _, t := range in.timeouts {
@@ -473,6 +494,11 @@ func (v *validator) validate(f Flags, in *input, phaseNames []string, res *Resul
 			v.bad(t.From, t.V.String(), "a duration above zero, e.g. 5m0s")
 		}
 	}
+}
+
+// discovery checks how the cluster is found and trusted: endpoints, tokens, the discovery file
+// and CA pins, and fills the tokens and pins.
+func (v *validator) discovery(in *input, po *joinrequest.Options) {
 	// A token from --token, --token-file or KJOIN_TOKEN fills the tokens not given otherwise.
 	if in.secret.V != "" {
 		if in.discoveryToken.V == "" {
@@ -527,6 +553,10 @@ func (v *validator) validate(f Flags, in *input, phaseNames []string, res *Resul
 		}
 		po.Pins[pin] = true
 	}
+}
+
+// nodeRegistration checks the node's name, runtime socket and taints (filling the taints).
+func (v *validator) nodeRegistration(in *input, po *joinrequest.Options) {
 	if in.nodeName.V != "" {
 		if errs := validation.IsDNS1123Subdomain(in.nodeName.V); len(errs) > 0 {
 			v.bad(in.nodeName.From, in.nodeName.V, "a lower-case DNS-1123 subdomain ("+strings.Join(errs, "; ")+")")
@@ -552,6 +582,11 @@ func (v *validator) validate(f Flags, in *input, phaseNames []string, res *Resul
 		}
 		po.Taints, po.TaintsSet = *in.taints.V, true
 	}
+}
+
+// controlPlane checks the patches and a control plane's certificate key, advertise address
+// and port.
+func (v *validator) controlPlane(in *input) {
 	if in.patches.V != "" {
 		v.checkPatches(in.patches, in.controlPlane)
 	}
@@ -570,6 +605,11 @@ func (v *validator) validate(f Flags, in *input, phaseNames []string, res *Resul
 			v.bad(in.bindPort.From, fmt.Sprint(in.bindPort.V), "a port in 1-65535")
 		}
 	}
+}
+
+// phases checks --ignore-preflight-errors and --skip-phases (kubeadm's phase names mapped to
+// kjoin's) and returns them.
+func (v *validator) phases(in *input, phaseNames []string) (map[string]bool, []string) {
 	ignore := map[string]bool{}
 	for _, n := range in.ignore {
 		ignore[strings.ToLower(n)] = true
@@ -604,11 +644,12 @@ func (v *validator) validate(f Flags, in *input, phaseNames []string, res *Resul
 			}
 		}
 	}
-	in.skip.V = skip
-	po.IgnorePreflight = ignore
-	po.Endpoint, po.UnsafeSkipCAVerification, po.DiscoveryFile = in.endpoint.V, in.unsafe, in.discoveryFile.V
-	po.MoreEndpoints = slices.Clone(in.moreEndpoints.V)
-	po.NodeName, po.CRISocket, po.PatchesDir, po.DryRun = in.nodeName.V, in.criSocket.V, in.patches.V, in.dryRun
+	return ignore, skip
+}
+
+// kubeletExtraArgs checks nodeRegistration.kubeletExtraArgs: kubeadm's kubelet unit expands
+// them unquoted.
+func (v *validator) kubeletExtraArgs(in *input) {
 	for _, a := range in.kubeletExtraArgs {
 		// kubeadm's kubelet unit expands these unquoted: whitespace would smuggle in flags.
 		if !kubeletArgName.MatchString(a.Name) {
@@ -618,11 +659,6 @@ func (v *validator) validate(f Flags, in *input, phaseNames []string, res *Resul
 			v.bad("JoinConfiguration nodeRegistration.kubeletExtraArgs value of "+a.Name, a.Value, "a value without whitespace, newlines, quotes or backslashes (kubeadm's kubelet unit splits it into flags)")
 		}
 	}
-	po.KubeletExtraArgs = in.kubeletExtraArgs
-	if in.controlPlane {
-		po.ControlPlane, po.CertificateKey, po.AdvertiseAddress = true, in.certKey.V, in.advertise.V
-	}
-	res.SkipPhases = in.skip.V
 }
 
 func (v *validator) token(t value[string]) *token.Token {
