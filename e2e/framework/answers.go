@@ -4,7 +4,6 @@ package framework
 
 import (
 	"encoding/json"
-	"strings"
 	"testing"
 
 	"kjoin.dev/kjoin/e2e/lab"
@@ -22,10 +21,4 @@ func Answer[T any](t testing.TB, r lab.Result) T {
 }
 
 // Tail is the last n lines of s.
-func Tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+func Tail(s string, n int) string { return lab.Tail(s, n) }

@@ -33,7 +33,7 @@ func (r Result) Error() error {
 	if r.Err == nil {
 		return nil
 	}
-	return fmt.Errorf("%s: %w\nstdout:\n%s\nstderr:\n%s", strings.Join(r.Argv, " "), r.Err, tail(r.Stdout, 30), tail(r.Stderr, 30))
+	return fmt.Errorf("%s: %w\nstdout:\n%s\nstderr:\n%s", strings.Join(r.Argv, " "), r.Err, Tail(r.Stdout, 30), Tail(r.Stderr, 30))
 }
 
 // nsenterArgs enter every namespace of a host's PID 1 (its root and working directory with
@@ -171,7 +171,8 @@ func isMountPoint(p string) bool {
 	return false
 }
 
-func tail(s string, n int) string {
+// Tail is the last n lines of s.
+func Tail(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
@@ -184,5 +185,5 @@ func tailFile(p string, n int) string {
 	if err != nil {
 		return fmt.Sprintf("(%v)", err)
 	}
-	return tail(string(b), n)
+	return Tail(string(b), n)
 }
