@@ -417,18 +417,20 @@ func leaveKubeadmWorkerWithItsOwnCredentials(t *testing.T, c *framework.Cluster)
 	if err := os.Remove(c.HostPath("w5", "/root/admin.conf")); err != nil {
 		t.Fatal(err)
 	}
+	started := time.Now().Truncate(time.Second) // a CSR's creation time has seconds only
 	c.MustRun(t, "w5", "kubeadm", "join", lab.Endpoint(), "--token", lab.Token,
 		"--discovery-token-ca-cert-hash", c.CAHash, "--ignore-preflight-errors=all")
 	c.WaitNodeCondition(t, "w5", corev1.NodeReady, corev1.ConditionTrue, 2*time.Minute)
 	assertLeaseRenews(t, c, "w5")
-	// The kubelet's CSR, sent with the bootstrap token (kjoin's first leave deleted w5's earlier ones).
+	// The kubelet's CSR this kubeadm join made: sent with the bootstrap token, for w5, to the
+	// kubelet client signer, since the join started (kjoin's first leave deleted w5's earlier ones).
 	var csrs []string
 	list, err := c.Client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, csr := range list.Items {
-		if x, err := parseCSR(csr.Spec.Request); err == nil && x.Subject.CommonName == "system:node:w5" {
+	for i, csr := range list.Items {
+		if tlsbootstrap.IsBootstrapCSRFor(&list.Items[i], "w5") && !csr.CreationTimestamp.Time.Before(started) {
 			csrs = append(csrs, csr.Name)
 		}
 	}

@@ -6,6 +6,8 @@ package framework
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"net"
 	"os"
@@ -234,8 +236,9 @@ func (c *Cluster) DumpLogs(t *testing.T, hosts ...string) {
 	t.Logf("full logs: %s", dir)
 }
 
-// Forget removes a host from the cluster and the lab: its etcd member (if any), its Node,
-// then the host itself.
+// Forget removes a host from the cluster and the lab: its etcd member (if any), its Node and
+// every CSR asking for its name (a later test that brings up a host of the same name starts
+// with none), then the host itself.
 func (c *Cluster) Forget(t *testing.T, name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -248,8 +251,30 @@ func (c *Cluster) Forget(t *testing.T, name string) {
 	if err := c.Client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !strings.Contains(err.Error(), "not found") {
 		t.Logf("delete node %s: %v", name, err)
 	}
+	c.deleteCSRsFor(ctx, t, name)
 	if err := c.RemoveHost(ctx, name); err != nil {
 		t.Errorf("remove host %s: %v", name, err)
+	}
+}
+
+// deleteCSRsFor deletes every CSR whose request names system:node:<name>, whatever its signer
+// and sender.
+func (c *Cluster) deleteCSRsFor(ctx context.Context, t *testing.T, name string) {
+	list, err := c.Client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Logf("list CSRs: %v", err)
+		return
+	}
+	for _, csr := range list.Items {
+		b, _ := pem.Decode(csr.Spec.Request)
+		if b == nil {
+			continue
+		}
+		if req, err := x509.ParseCertificateRequest(b.Bytes); err == nil && req.Subject.CommonName == "system:node:"+name {
+			if err := c.Client.CertificatesV1().CertificateSigningRequests().Delete(ctx, csr.Name, metav1.DeleteOptions{}); err != nil && !strings.Contains(err.Error(), "not found") {
+				t.Logf("delete CSR %s of %s: %v", csr.Name, name, err)
+			}
+		}
 	}
 }
 
