@@ -7,7 +7,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,6 +21,7 @@ import (
 
 	"kjoin.dev/kjoin/e2e/framework"
 	"kjoin.dev/kjoin/e2e/lab"
+	"kjoin.dev/kjoin/tlsbootstrap"
 )
 
 func TestMain(m *testing.M) { framework.Main(m) }
@@ -128,11 +128,9 @@ func assertKubeletCSRIssued(t *testing.T, c *framework.Cluster, node string, sin
 		t.Fatal(err)
 	}
 	var mine []certificatesv1.CertificateSigningRequest
-	for _, csr := range csrs.Items {
-		if csr.Spec.SignerName != certificatesv1.KubeAPIServerClientKubeletSignerName || csr.CreationTimestamp.Time.Before(since.Truncate(time.Second)) {
-			continue
-		}
-		if x, err := parseCSR(csr.Spec.Request); err == nil && x.Subject.CommonName == "system:node:"+node {
+	for i, csr := range csrs.Items {
+		if csr.Spec.SignerName == certificatesv1.KubeAPIServerClientKubeletSignerName && !csr.CreationTimestamp.Time.Before(since.Truncate(time.Second)) &&
+			tlsbootstrap.AsksFor(&csrs.Items[i], node) {
 			mine = append(mine, csr)
 		}
 	}
@@ -191,12 +189,4 @@ func assertLivez(t *testing.T, c *framework.Cluster, ip string) {
 	if err != nil {
 		t.Fatalf("GET %s: %s", url, body)
 	}
-}
-
-func parseCSR(pemBytes []byte) (*x509.CertificateRequest, error) {
-	b, _ := pem.Decode(pemBytes)
-	if b == nil {
-		return nil, fmt.Errorf("no PEM block")
-	}
-	return x509.ParseCertificateRequest(b.Bytes)
 }

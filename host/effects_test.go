@@ -48,7 +48,7 @@ func TestApplyChangesTheHostAndLogs(t *testing.T) {
 	must(fx.Remove("/etc/none")) // nothing there: no effect
 	must(fx.Service(context.Background(), "restart", "kubelet"))
 	must(fx.SaveRecord("/var/lib/kjoin/journal.json", []byte("{}")))
-	if err := fx.WriteFile("/etc/refused", []byte("y"), 0o644); err == nil || fx.Planning() {
+	if err := fx.WriteFile("/etc/refused", []byte("y"), 0o644); err == nil {
 		t.Error("a hook's refusal did not stop the write")
 	}
 	if _, err := os.Stat(filepath.Join(root, "etc/refused")); err == nil {
@@ -77,18 +77,18 @@ func TestApplyChangesTheHostAndLogs(t *testing.T) {
 	}
 }
 
-// Planned effects record everything and touch nothing.
-func TestPlanTouchesNothing(t *testing.T) {
+// Planned effects (which hold no root or runner: they cannot touch the host) record every
+// effect but the record as a change.
+func TestPlanRecordsEverything(t *testing.T) {
 	t.Parallel()
-	root := t.TempDir()
 	fx := Plan()
 	_ = fx.WriteFile("/etc/a.conf", []byte("x"), 0o600)
 	_ = fx.MkdirAll("/var/lib/x", 0o700)
 	_ = fx.Service(context.Background(), "restart", "kubelet")
 	_ = fx.SaveRecord("/var/lib/kjoin/journal.json", []byte("{}"))
 	fx.API("label node w1")
-	if entries, _ := os.ReadDir(root); len(entries) != 0 || !fx.Planning() {
-		t.Errorf("a plan touched the host: %v", entries)
+	if !fx.Planning() {
+		t.Error("a plan says it applies")
 	}
 	if n := Changes(fx.Log()); n != 4 || len(fx.Log()) != 4 {
 		t.Errorf("planned %v", fx.Log())

@@ -125,10 +125,7 @@ func (j *Journal) Save(e *host.Env) error {
 	if err != nil {
 		return err
 	}
-	if cur, err := e.ReadFile(JournalPath); err == nil && string(cur) == string(b) {
-		return nil
-	}
-	return e.Fx().SaveRecord(JournalPath, b)
+	return e.Fx().SaveRecord(JournalPath, b) // left alone when it already says this
 }
 
 // Wrote records a file written by the join.

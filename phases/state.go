@@ -132,10 +132,12 @@ func (r *Record) effects(e *host.Env, dryRun bool, before func(*host.Env) func(h
 		run.Effects = r.fx
 	case dryRun:
 		run.Effects = host.Plan()
-	case before != nil:
-		run.Effects = host.Apply(&run, before(&run))
 	default:
-		run.Effects = host.Apply(&run, nil)
+		var hook func(host.Effect) error
+		if before != nil {
+			hook = before(&run)
+		}
+		run.Effects = host.Apply(&run, hook)
 	}
 	r.fx = run.Effects
 	return &run

@@ -424,11 +424,12 @@ func IsNodeCSR(csr *certificatesv1.CertificateSigningRequest, node string) bool 
 	if !named && csr.Spec.Username != "system:node:"+node {
 		return false
 	}
-	return asksFor(csr, node)
+	return AsksFor(csr, node)
 }
 
-// asksFor reports whether csr's request is for CN=system:node:<node>.
-func asksFor(csr *certificatesv1.CertificateSigningRequest, node string) bool {
+// AsksFor reports whether csr's request is for CN=system:node:<node>, whatever its signer
+// and sender.
+func AsksFor(csr *certificatesv1.CertificateSigningRequest, node string) bool {
 	b, _ := pem.Decode(csr.Spec.Request)
 	if b == nil {
 		return false
@@ -442,5 +443,5 @@ func asksFor(csr *certificatesv1.CertificateSigningRequest, node string) bool {
 // is. Anyone holding the token could have sent it, so it is not proof of the node (verify
 // does not count it), but once the node leaves no such request has a use.
 func IsBootstrapCSRFor(csr *certificatesv1.CertificateSigningRequest, node string) bool {
-	return csr.Spec.SignerName == certificatesv1.KubeAPIServerClientKubeletSignerName && strings.HasPrefix(csr.Spec.Username, "system:bootstrap:") && asksFor(csr, node)
+	return csr.Spec.SignerName == certificatesv1.KubeAPIServerClientKubeletSignerName && strings.HasPrefix(csr.Spec.Username, "system:bootstrap:") && AsksFor(csr, node)
 }

@@ -6,8 +6,6 @@ package framework
 
 import (
 	"context"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"net"
 	"os"
@@ -27,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"kjoin.dev/kjoin/e2e/lab"
+	"kjoin.dev/kjoin/tlsbootstrap"
 )
 
 // Cluster is the package's lab, with cp1 initialised by kubeadm.
@@ -265,12 +264,8 @@ func (c *Cluster) deleteCSRsFor(ctx context.Context, t *testing.T, name string) 
 		t.Logf("list CSRs: %v", err)
 		return
 	}
-	for _, csr := range list.Items {
-		b, _ := pem.Decode(csr.Spec.Request)
-		if b == nil {
-			continue
-		}
-		if req, err := x509.ParseCertificateRequest(b.Bytes); err == nil && req.Subject.CommonName == "system:node:"+name {
+	for i, csr := range list.Items {
+		if tlsbootstrap.AsksFor(&list.Items[i], name) {
 			if err := c.Client.CertificatesV1().CertificateSigningRequests().Delete(ctx, csr.Name, metav1.DeleteOptions{}); err != nil && !strings.Contains(err.Error(), "not found") {
 				t.Logf("delete CSR %s of %s: %v", csr.Name, name, err)
 			}
