@@ -33,6 +33,7 @@ import (
 	"kjoin.dev/kjoin/e2e/framework"
 	"kjoin.dev/kjoin/e2e/lab"
 	"kjoin.dev/kjoin/output"
+	"kjoin.dev/kjoin/phases"
 	"kjoin.dev/kjoin/token"
 )
 
@@ -63,7 +64,13 @@ func boundToken(t *testing.T, c *framework.Cluster, node string, extra ...string
 // joinWith joins host with a join string on standard input (JSON answer).
 func joinWith(t *testing.T, c *framework.Cluster, host, js string, extra ...string) lab.Result {
 	t.Helper()
-	argv := append([]string{"kjoin", "join", "--join-string-file", "-", "-o", "json"}, extra...)
+	return joinWithBinary(t, c, host, "kjoin", js, extra...)
+}
+
+// joinWithBinary is joinWith with another kjoin (the package's /usr/bin/kjoin).
+func joinWithBinary(t *testing.T, c *framework.Cluster, host, kjoin, js string, extra ...string) lab.Result {
+	t.Helper()
+	argv := append([]string{kjoin, "join", "--join-string-file", "-", "-o", "json"}, extra...)
 	r := c.ExecEnv(context.Background(), host, nil, strings.NewReader(js+"\n"), argv...)
 	t.Logf("%s$ %s  (exit %d, %s)", host, strings.Join(argv, " "), r.ExitCode, r.Duration.Round(time.Millisecond))
 	return r
@@ -134,7 +141,9 @@ func nodeClient(t *testing.T, c *framework.Cluster, host string) kubernetes.Inte
 // --kubelet-serving-certificates gets a serving certificate the approver approved for its own
 // addresses, which a client trusting only the cluster CA accepts, verify passes it and kubectl
 // logs works, while a serving CSR the node sends for an address it does not have is denied;
-// two approvers at once decide once; a control plane joins with a bound token.
+// two approvers at once decide once; a control plane joins with a bound token, with kjoin's
+// package installed: its join enables and starts kjoin-approver.service, which alone then
+// approves the next bound token's CSR, and reset stops and disables it.
 func TestBoundTokens(t *testing.T) {
 	c := framework.Get(t)
 	ctx := context.Background()
@@ -372,11 +381,25 @@ func TestBoundTokens(t *testing.T) {
 		}
 	})
 
-	t.Run("two approvers at once decide once; a control plane joins with a bound token", func(t *testing.T) {
-		startApprover(t, c, "kjoin-approver-two")
+	t.Run("two approvers at once decide once; a control plane joins with a bound token and runs the package's approver", func(t *testing.T) {
+		// Two approvers on cp1, both running before the join (the earlier subtests' approvers
+		// were stopped when their subtests ended).
+		units := []string{"kjoin-approver-two-a", "kjoin-approver-two-b"}
+		stops := []func(){startApprover(t, c, units[0]), startApprover(t, c, units[1])}
+		for _, u := range units {
+			if r := c.Run(t, "cp1", "systemctl", "is-active", u); r.ExitCode != 0 {
+				t.Fatalf("approver %s is not running: %s", u, r.Stdout)
+			}
+		}
+		// cp2 has kjoin's package (its kjoin-approver.service, disabled as dpkg leaves it) and
+		// joins with the packaged kjoin.
 		c.Host(t, "cp2")
+		installDeb(t, c, "cp2")
+		if s := strings.TrimSpace(c.Run(t, "cp2", "systemctl", "is-enabled", phases.ApproverUnit).Stdout); s != "disabled" {
+			t.Fatalf("the package's %s on cp2 is %q before the join, want disabled", phases.ApproverUnit, s)
+		}
 		js, id := boundToken(t, c, "cp2", "--control-plane")
-		r := joinWith(t, c, "cp2", js, "--apiserver-advertise-address", c.Hosts["cp2"].IP)
+		r := joinWithBinary(t, c, "cp2", "/usr/bin/kjoin", js, "--apiserver-advertise-address", c.Hosts["cp2"].IP)
 		if r.ExitCode != 0 {
 			c.DumpLogs(t, "cp2")
 			t.Fatalf("control-plane join: exit %d %s\n%s", r.ExitCode, r.Stdout, framework.Tail(r.Stderr, 20))
@@ -387,7 +410,7 @@ func TestBoundTokens(t *testing.T) {
 		}
 		// Each approver's journal: one of them approved it.
 		n := 0
-		for _, unit := range []string{"kjoin-approver-again", "kjoin-approver-two"} {
+		for _, unit := range units {
 			n += strings.Count(c.MustRun(t, "cp1", "journalctl", "-u", unit, "--no-pager", "-o", "cat").Stdout, fmt.Sprintf("approved CSR %s:", csr.Name))
 		}
 		if n != 1 {
@@ -396,6 +419,46 @@ func TestBoundTokens(t *testing.T) {
 		assertEtcdVoters(t, c, 2)
 		if err := tokenGone(c, id, time.Minute); err != nil {
 			t.Errorf("bound token %s still exists a minute after cp2 registered", id)
+		}
+
+		// The join enabled and started the package's approver on cp2; with cp1's stopped, it
+		// alone decides the next bound token's CSR.
+		for _, q := range []string{"is-enabled", "is-active"} {
+			if r := c.Run(t, "cp2", "systemctl", q, phases.ApproverUnit); r.ExitCode != 0 {
+				t.Errorf("after the join, systemctl %s %s on cp2: %s", q, phases.ApproverUnit, r.Stdout)
+			}
+		}
+		for _, stop := range stops {
+			stop()
+		}
+		if out := c.Run(t, "cp1", "systemctl", "list-units", "--state=active", "--no-legend", "kjoin-approver*").Stdout; strings.TrimSpace(out) != "" {
+			t.Fatalf("approvers still run on cp1: %s", out)
+		}
+		c.Host(t, "w7")
+		js, id = boundToken(t, c, "w7")
+		r = joinWith(t, c, "w7", js, "--wait=kubelet")
+		out := framework.Answer[output.JoinResult](t, r)
+		if r.ExitCode != 0 {
+			c.DumpLogs(t, "w7", "cp2")
+			t.Fatalf("w7's join with only cp2's approver: exit %d %s\n%s", r.ExitCode, r.Stdout, framework.Tail(r.Stderr, 20))
+		}
+		if j := c.MustRun(t, "cp2", "journalctl", "-u", phases.ApproverUnit, "--no-pager", "-o", "cat").Stdout; !strings.Contains(j, fmt.Sprintf("approved CSR %s:", out.CSR)) {
+			t.Errorf("cp2's %s did not approve w7's CSR %s:\n%s", phases.ApproverUnit, out.CSR, framework.Tail(j, 10))
+		}
+
+		// Reset stops the approver and disables the unit the join enabled.
+		reset := framework.Answer[output.ResetResult](t, c.MustRun(t, "cp2", "/usr/bin/kjoin", "reset", "-f", "-o", "json"))
+		for _, p := range reset.Phases {
+			t.Logf("cp2 reset: %s %s %s", p.Name, p.Status, p.Duration.String)
+		}
+		if !reset.ApproverStopped {
+			t.Errorf("cp2's reset did not stop %s: %+v", phases.ApproverUnit, reset)
+		}
+		if s := strings.TrimSpace(c.Run(t, "cp2", "systemctl", "is-enabled", phases.ApproverUnit).Stdout); s != "disabled" {
+			t.Errorf("after reset %s on cp2 is %q, want disabled (the join enabled it)", phases.ApproverUnit, s)
+		}
+		if r := c.Run(t, "cp2", "systemctl", "is-active", phases.ApproverUnit); r.ExitCode == 0 {
+			t.Errorf("%s still runs on cp2 after reset", phases.ApproverUnit)
 		}
 	})
 }

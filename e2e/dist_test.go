@@ -139,6 +139,24 @@ func TestDistPackage(t *testing.T) {
 	}
 }
 
+// installDeb installs kjoin's .deb (make dist) on host with dpkg -i and checks that its
+// /usr/bin/kjoin is this build.
+func installDeb(t *testing.T, c *framework.Cluster, h string) {
+	t.Helper()
+	_, deb, describe, _ := buildDeb(t)
+	pkg, err := os.ReadFile(deb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(c.HostPath(h, "/root/kjoin.deb"), pkg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.MustRun(t, h, "dpkg", "-i", "/root/kjoin.deb")
+	if v := c.MustRun(t, h, "/usr/bin/kjoin", "version").Stdout; !strings.Contains(v, "kjoin "+describe) {
+		t.Fatalf("%s: the packaged kjoin says %q, want %s", h, v, describe)
+	}
+}
+
 // TestPackageOnSystemdHosts installs kjoin's .deb for real (dpkg -i) on systemd hosts and
 // joins with the packaged /usr/bin/kjoin. On w9, a kubelet binary without a unit: the README's
 // step (copy /usr/share/kjoin/kubelet.service, daemon-reload) gives it one, the package's
@@ -147,22 +165,8 @@ func TestDistPackage(t *testing.T) {
 // unit the operator installed. On w8, prepared as kubeadm's install page says (the kubelet
 // package's unit, enabled), reset leaves the unit enabled.
 func TestPackageOnSystemdHosts(t *testing.T) {
-	_, deb, describe, _ := buildDeb(t)
 	c := framework.Get(t)
-	pkg, err := os.ReadFile(deb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	install := func(h string) {
-		t.Helper()
-		if err := os.WriteFile(c.HostPath(h, "/root/kjoin.deb"), pkg, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		c.MustRun(t, h, "dpkg", "-i", "/root/kjoin.deb")
-		if v := c.MustRun(t, h, "/usr/bin/kjoin", "version").Stdout; !strings.Contains(v, "kjoin "+describe) {
-			t.Fatalf("%s: the packaged kjoin says %q, want %s", h, v, describe)
-		}
-	}
+	install := func(h string) { installDeb(t, c, h) }
 	join := func(h string) {
 		t.Helper()
 		writeToken(t, c, h, lab.Token)

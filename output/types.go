@@ -173,7 +173,9 @@ type ResetResult struct {
 	NodeDeleted       bool   `json:"nodeDeleted"`
 	KubeletStopped    bool   `json:"kubeletStopped"`
 	// KubeletDisabled: the kubelet unit was disabled (the join had enabled it).
-	KubeletDisabled bool     `json:"kubeletDisabled"`
+	KubeletDisabled bool `json:"kubeletDisabled"`
+	// ApproverStopped: kjoin-approver.service was running and was stopped.
+	ApproverStopped bool     `json:"approverStopped,omitempty"`
 	RemovedFiles    []string `json:"removedFiles"`
 	// RemovedPods are the pods removed from the container runtime (namespace/name).
 	RemovedPods []string `json:"removedPods"`

@@ -42,6 +42,9 @@ type Journal struct {
 	// EnabledKubelet is set when the kubelet unit was not enabled before this join enabled
 	// it: reset disables it again (a unit enabled by someone else stays enabled).
 	EnabledKubelet bool `json:"enabledKubelet,omitempty"`
+	// EnabledApprover is set when a control-plane join enabled kjoin-approver.service (it
+	// was not enabled before): reset disables it again.
+	EnabledApprover bool `json:"enabledApprover,omitempty"`
 }
 
 // LoadJournal reads the journal; a missing journal is empty, not an error. A journal someone

@@ -42,7 +42,7 @@ type LeaveOptions struct {
 // and stops etcd; the kubelet is stopped and its pods removed; then the Node, its Lease and
 // its CSRs are deleted and the join's files removed. The cluster objects go after the
 // kubelet stops: a running kubelet would recreate its Lease.
-var LeaveWorkflow = []ResetPhase{LeaveCordon, LeaveDrain, LeaveStopControlPlane, ResetEtcdMember, ResetStaticPods, ResetKubelet, ResetContainers, LeaveDeleteObjects, ResetFiles}
+var LeaveWorkflow = []ResetPhase{LeaveCordon, LeaveDrain, LeaveStopControlPlane, ResetEtcdMember, ResetStaticPods, ResetApprover, ResetKubelet, ResetContainers, LeaveDeleteObjects, ResetFiles}
 
 // leaveState is what only leave's phases read and write.
 type leaveState struct {

@@ -72,7 +72,7 @@ func runLeaveDeleteObjects(ctx context.Context, e *host.Env, s *ResetState) erro
 	}
 	for i := range csrs.Items {
 		csr := &csrs.Items[i]
-		if !tlsbootstrap.IsNodeCSR(csr, name) && !tlsbootstrap.IsBootstrapCSRFor(csr, name) {
+		if !tlsbootstrap.IsNodeCSR(csr, name) && !tlsbootstrap.IsBootstrapCSRFor(csr, name) && !tlsbootstrap.IsServingCSROf(csr, name) {
 			continue
 		}
 		deleted, err := del("CSR "+csr.Name, "kubectl delete csr "+csr.Name, func() error {

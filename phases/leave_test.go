@@ -449,8 +449,15 @@ func kubeletCSR(t *testing.T, name, cn, user string) *certificatesv1.Certificate
 			Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})}}
 }
 
-// A node kubeadm joined: the kubelet's first CSR (sent with the bootstrap token) and its
-// renewal are the node's and deleted; a CSR another user sent for the node's name is not.
+// servingCSR makes csr a kubelet serving request.
+func servingCSR(csr *certificatesv1.CertificateSigningRequest) *certificatesv1.CertificateSigningRequest {
+	csr.Spec.SignerName = certificatesv1.KubeletServingSignerName
+	return csr
+}
+
+// A node kubeadm joined: the kubelet's first CSR (sent with the bootstrap token), its renewal
+// and its serving certificate's request are the node's and deleted; a CSR another user (or
+// another node) sent for the node's name is not.
 // The Lease goes before the Node: the garbage collector deletes a Lease whose Node is gone,
 // and leave would then report a Lease it did not delete.
 func TestLeaveDeletesTheKubeletsCSRsAndTheLeaseFirst(t *testing.T) {
@@ -463,6 +470,9 @@ func TestLeaveDeletesTheKubeletsCSRsAndTheLeaseFirst(t *testing.T) {
 		kubeletCSR(t, "csr-renewal", "w1", "system:node:w1"),
 		kubeletCSR(t, "csr-alice", "w1", "alice"),
 		kubeletCSR(t, "csr-w2", "w2", "system:bootstrap:abcdef"),
+		servingCSR(kubeletCSR(t, "csr-serving", "w1", "system:node:w1")),
+		servingCSR(kubeletCSR(t, "csr-serving-w2", "w1", "system:node:w2")),
+		servingCSR(kubeletCSR(t, "csr-serving-alice", "w1", "alice")),
 	} {
 		if _, err := h.client.CertificatesV1().CertificateSigningRequests().Create(ctx, c, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -480,12 +490,12 @@ func TestLeaveDeletesTheKubeletsCSRsAndTheLeaseFirst(t *testing.T) {
 	if !rep.Leave.LeaseDeleted || !rep.NodeDeleted {
 		t.Errorf("leave reports Lease deleted %v, Node deleted %v; want both", rep.Leave.LeaseDeleted, rep.NodeDeleted)
 	}
-	for _, name := range []string{"csr-first", "csr-renewal"} {
+	for _, name := range []string{"csr-first", "csr-renewal", "csr-serving"} {
 		if !slices.Contains(rep.Leave.DeletedCSRs, name) {
 			t.Errorf("%s was not deleted: %v", name, rep.Leave.DeletedCSRs)
 		}
 	}
-	for _, name := range []string{"csr-alice", "csr-w2"} {
+	for _, name := range []string{"csr-alice", "csr-w2", "csr-serving-w2", "csr-serving-alice"} {
 		if _, err := h.client.CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{}); err != nil {
 			t.Errorf("%s is not the node's, yet it went: %v", name, err)
 		}

@@ -36,7 +36,9 @@ type ResetReport struct {
 	NodeDeleted       bool
 	KubeletStopped    bool
 	KubeletDisabled   bool
-	RemovedFiles      []string
+	// ApproverStopped: kjoin-approver.service was running and was stopped.
+	ApproverStopped bool
+	RemovedFiles    []string
 	// RemovedPods are the pod sandboxes removed through the CRI (namespace/name).
 	RemovedPods []string
 	// DryRun: nothing was changed; PlannedActions is what the reset would do, in order.
@@ -101,10 +103,10 @@ func (s *ResetState) Plan(e *host.Env, phase, format string, args ...any) {
 type ResetPhase = workflow.Phase[*ResetState]
 
 // ResetWorkflow undoes a join, in this order: the Node (with --delete-node), the etcd member
-// (refused when that would break quorum, unless forced), the static pods, the kubelet, the
-// pods left in the container runtime, the Node's Ready condition, then the files the join
-// wrote.
-var ResetWorkflow = []ResetPhase{ResetDeleteNode, ResetEtcdMember, ResetStaticPods, ResetKubelet, ResetContainers, ResetMarkNode, ResetFiles}
+// (refused when that would break quorum, unless forced), the static pods, kjoin's approver,
+// the kubelet, the pods left in the container runtime, the Node's Ready condition, then the
+// files the join wrote.
+var ResetWorkflow = []ResetPhase{ResetDeleteNode, ResetEtcdMember, ResetStaticPods, ResetApprover, ResetKubelet, ResetContainers, ResetMarkNode, ResetFiles}
 
 // Reset runs the reset workflow on this node (skipping the named phases) and reports what
 // it did. It is idempotent: a second run changes nothing.

@@ -204,7 +204,7 @@ func TestResetDryRunChangesNothing(t *testing.T) {
 	for _, p := range rep.Phases {
 		statuses = append(statuses, p.Name+"="+p.Status)
 	}
-	if want := "delete-node=would change remove-etcd-member=skipped remove-static-pods=unchanged stop-kubelet=would change remove-containers=would change mark-node=skipped remove-files=would change"; strings.Join(statuses, " ") != want {
+	if want := "delete-node=would change remove-etcd-member=skipped remove-static-pods=unchanged stop-approver=unchanged stop-kubelet=would change remove-containers=would change mark-node=skipped remove-files=would change"; strings.Join(statuses, " ") != want {
 		t.Errorf("phases %s\nwant   %s", strings.Join(statuses, " "), want)
 	}
 	// The kubelet's client certificate is named by the time it was issued.

@@ -61,7 +61,12 @@ type fakeRunner struct {
 	enabled bool
 	// kubeletVersion is what kubelet --version answers (default v1.37.2).
 	kubeletVersion string
+	// approver: kjoin-approver.service is installed (nil: not installed), and its state.
+	approver *unitState
 }
+
+// unitState is a systemd unit as the fake runner answers for it.
+type unitState struct{ enabled, active bool }
 
 func (f *fakeRunner) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
 	f.mu.Lock()
@@ -70,6 +75,9 @@ func (f *fakeRunner) Run(ctx context.Context, name string, args ...string) ([]by
 	f.calls = append(f.calls, cmd)
 	if cmd == "systemctl is-active --quiet kubelet" && f.active {
 		return nil, nil
+	}
+	if u, ok := strings.CutPrefix(cmd, "systemctl "); ok && strings.Contains(u, ApproverUnit) {
+		return nil, f.approverCommand(strings.Fields(u)[0])
 	}
 	if strings.HasPrefix(cmd, "systemctl is-active") {
 		return nil, os.ErrNotExist
@@ -107,6 +115,33 @@ func (f *fakeRunner) Run(ctx context.Context, name string, args ...string) ([]by
 		}, metav1.CreateOptions{})
 	}
 	return nil, nil
+}
+
+// approverCommand plays systemd for kjoin-approver.service.
+func (f *fakeRunner) approverCommand(verb string) error {
+	u := f.approver
+	if u == nil {
+		return os.ErrNotExist // no such unit
+	}
+	switch verb {
+	case "is-enabled":
+		if !u.enabled {
+			return os.ErrNotExist
+		}
+	case "is-active":
+		if !u.active {
+			return os.ErrNotExist
+		}
+	case "enable":
+		u.enabled = true
+	case "disable":
+		u.enabled = false
+	case "start":
+		u.active = true
+	case "stop":
+		u.active = false
+	}
+	return nil
 }
 
 type testHost struct {

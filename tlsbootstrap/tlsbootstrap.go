@@ -438,6 +438,13 @@ func AsksFor(csr *certificatesv1.CertificateSigningRequest, node string) bool {
 	return err == nil && req.Subject.CommonName == "system:node:"+node
 }
 
+// IsServingCSROf reports whether csr is node's own request for a kubelet serving certificate
+// (signer kubernetes.io/kubelet-serving, sent by system:node:<node> for CN=system:node:<node>),
+// as a kubelet with serverTLSBootstrap sends at start and at each renewal.
+func IsServingCSROf(csr *certificatesv1.CertificateSigningRequest, node string) bool {
+	return csr.Spec.SignerName == certificatesv1.KubeletServingSignerName && csr.Spec.Username == "system:node:"+node && AsksFor(csr, node)
+}
+
 // IsBootstrapCSRFor reports whether csr was sent with a bootstrap token to the kubelet
 // client signer for CN=system:node:<node>, as a kubelet's first request after kubeadm join
 // is. Anyone holding the token could have sent it, so it is not proof of the node (verify

@@ -22,7 +22,7 @@ func phasesOf(rs []workflow.Result) []output.Phase {
 
 func resetResultOf(r *phases.ResetReport, err error) *output.ResetResult {
 	return &output.ResetResult{Changed: r.Changed, Node: r.Node, Role: r.Role, EtcdMemberRemoved: r.EtcdMemberRemoved,
-		NodeDeleted: r.NodeDeleted, KubeletStopped: r.KubeletStopped, KubeletDisabled: r.KubeletDisabled, RemovedFiles: r.RemovedFiles, RemovedPods: r.RemovedPods,
+		NodeDeleted: r.NodeDeleted, KubeletStopped: r.KubeletStopped, KubeletDisabled: r.KubeletDisabled, ApproverStopped: r.ApproverStopped, RemovedFiles: r.RemovedFiles, RemovedPods: r.RemovedPods,
 		DryRun: r.DryRun, PlannedActions: r.PlannedActions, Phases: phasesOf(r.Phases),
 		Warnings: r.Warnings, Error: NewErrorJSON(err)}
 }

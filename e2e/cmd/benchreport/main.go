@@ -501,7 +501,7 @@ func storm(b *strings.Builder, samples []sample) {
 
 // sortPhases orders phase names as a control-plane join runs them.
 func sortPhases(names []string) []string {
-	order := []string{"preflight", "discovery", "version-check", "control-plane-prepare", "tls-bootstrap", "kubelet-config", "kubelet-start", "etcd-join", "control-plane-start", "mark-control-plane", "wait-control-plane", "wait-ready"}
+	order := []string{"preflight", "discovery", "version-check", "control-plane-prepare", "tls-bootstrap", "kubelet-config", "kubelet-start", "etcd-join", "control-plane-start", "mark-control-plane", "wait-control-plane", "approver", "wait-ready"}
 	slices.SortStableFunc(names, func(a, b string) int { return slices.Index(order, a) - slices.Index(order, b) })
 	return names
 }
