@@ -200,7 +200,7 @@ func TestBadInputsTouchNothing(t *testing.T) {
 	}
 	// All at once: every bad value in one report.
 	r = c.Run(t, "w6", append(append([]string{}, base...), "10.77.0.11:99999", "--control-plane", "--certificate-key", "abc", "--apiserver-bind-port", "70000", "--patches", "/nonexistent")...)
-	for _, want := range []string{"4 invalid input(s)", "99999", "--certificate-key", "--apiserver-bind-port", "--patches"} {
+	for _, want := range []string{"4 invalid inputs", "99999", "--certificate-key", "--apiserver-bind-port", "--patches"} {
 		if r.ExitCode != 2 || !strings.Contains(r.Stderr, want) {
 			t.Errorf("combined: exit %d, stderr lacks %q:\n%s", r.ExitCode, want, r.Stderr)
 		}

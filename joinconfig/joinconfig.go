@@ -745,11 +745,7 @@ func (v *validator) err() error {
 	if len(v.problems) == 0 {
 		return nil
 	}
-	what := fmt.Sprintf("%d invalid input(s):\n\t%s", len(v.problems), strings.Join(v.problems, "\n\t"))
-	if len(v.problems) == 1 {
-		what = "invalid input: " + v.problems[0]
-	}
-	return operr.New(operr.Usage, what, "fix the values above (kjoin join --help); nothing on this host was touched")
+	return operr.Invalid("kjoin join", v.problems...)
 }
 
 // configHoldsSecrets reports whether a JoinConfiguration carries a bootstrap token or a

@@ -209,7 +209,7 @@ func TestAllProblemsReportedAtOnce(t *testing.T) {
 			t.Errorf("error does not name %s:\n%v", flag, err)
 		}
 	}
-	if !strings.Contains(err.Error(), "7 invalid input(s)") {
+	if !strings.Contains(err.Error(), "7 invalid inputs") {
 		t.Errorf("want 7 problems counted:\n%v", err)
 	}
 	if strings.Contains(err.Error(), "short") {

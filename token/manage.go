@@ -2,7 +2,9 @@ package token
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -75,32 +77,32 @@ type Info struct {
 	UsedBy string
 }
 
-// Validate checks usages and groups as the API server's bootstrap authenticator expects them.
+// Validate checks usages and groups as the API server's bootstrap authenticator expects them;
+// every problem is named (joined, one a line).
 func (s *Spec) Validate() error {
+	var errs []error
 	if s.TTL < 0 {
-		return fmt.Errorf("--ttl must not be negative (0 means the token never expires)")
+		errs = append(errs, fmt.Errorf("--ttl must not be negative (0 means the token never expires)"))
 	}
 	if err := bootstraputil.ValidateUsages(s.Usages); err != nil {
-		return err
+		errs = append(errs, err)
 	}
 	for _, g := range s.Groups {
 		if err := bootstraputil.ValidateBootstrapGroupName(g); err != nil {
-			return err
+			errs = append(errs, err)
 		}
 	}
 	if s.Node != "" {
-		if errs := validation.IsDNS1123Subdomain(s.Node); len(errs) > 0 {
-			return fmt.Errorf("--node %q is not a node name: %s", s.Node, strings.Join(errs, "; "))
+		if verrs := validation.IsDNS1123Subdomain(s.Node); len(verrs) > 0 {
+			errs = append(errs, fmt.Errorf("--node %q is not a node name: %s", s.Node, strings.Join(verrs, "; ")))
 		}
-		for _, g := range s.Groups {
-			if g == DefaultGroup {
-				return fmt.Errorf("a token bound to a node may not be in %s: the controller-manager would approve any CSR made with it", DefaultGroup)
-			}
+		if slices.Contains(s.Groups, DefaultGroup) {
+			errs = append(errs, fmt.Errorf("a token bound to a node may not be in %s: the controller-manager would approve any CSR made with it", DefaultGroup))
 		}
 	} else if s.ControlPlane {
-		return fmt.Errorf("a control plane's bound token needs --node")
+		errs = append(errs, fmt.Errorf("a control plane's bound token needs --node"))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // BoundGroups are the groups of a token bound to a node, as Secret writes them.
@@ -204,19 +206,28 @@ func List(ctx context.Context, c kubernetes.Interface) ([]Info, error) {
 // ErrUnknown is returned when deleting a token that does not exist.
 var ErrUnknown = fmt.Errorf("no such bootstrap token")
 
-// Delete removes a token given as "id" or "id.secret".
-func Delete(ctx context.Context, c kubernetes.Interface, idOrToken string) (string, error) {
-	id := idOrToken
+// IDOf is the token ID idOrToken names: a token ID, or a whole token.
+func IDOf(idOrToken string) (string, error) {
 	if strings.Contains(idOrToken, ".") {
 		t, err := Parse(idOrToken)
 		if err != nil {
 			return "", err
 		}
-		id = t.ID
-	} else if !bootstraputil.IsValidBootstrapTokenID(id) {
+		return t.ID, nil
+	}
+	if !bootstraputil.IsValidBootstrapTokenID(idOrToken) {
 		return "", fmt.Errorf("%q is neither a token ID ([a-z0-9]{6}) nor a token", idOrToken)
 	}
-	err := c.CoreV1().Secrets(metav1.NamespaceSystem).Delete(ctx, bootstraputil.BootstrapTokenSecretName(id), metav1.DeleteOptions{})
+	return idOrToken, nil
+}
+
+// Delete removes a token given as "id" or "id.secret".
+func Delete(ctx context.Context, c kubernetes.Interface, idOrToken string) (string, error) {
+	id, err := IDOf(idOrToken)
+	if err != nil {
+		return "", err
+	}
+	err = c.CoreV1().Secrets(metav1.NamespaceSystem).Delete(ctx, bootstraputil.BootstrapTokenSecretName(id), metav1.DeleteOptions{})
 	if apierrors.IsNotFound(err) {
 		return id, fmt.Errorf("%w with id %q", ErrUnknown, id)
 	}

@@ -83,8 +83,7 @@ func check[S any](wf []Phase[S], names ...[]string) error {
 	for _, l := range names {
 		for _, n := range l {
 			if !known[n] {
-				return operr.Newf(operr.Usage, "unknown phase %q", n).
-					WithHint("known phases: " + strings.Join(Names(wf), ", "))
+				return operr.Invalid("", fmt.Sprintf("phase %q: want one of %s", n, strings.Join(Names(wf), ", ")))
 			}
 		}
 	}

@@ -105,7 +105,7 @@ func TestRunRefusesUnknownPhase(t *testing.T) {
 	before := false
 	_, err := Run(context.Background(), env(), s, flow(""), Options{Skip: []string{"wirte"}}, Hooks[*state]{Before: func() error { before = true; return nil }})
 	var oe *operr.Error
-	if !errors.As(err, &oe) || oe.Code != operr.Usage || !strings.Contains(oe.Hint, "write") {
+	if !errors.As(err, &oe) || oe.Code != operr.Usage || !strings.Contains(oe.What, "want one of check, write") {
 		t.Fatalf("err %#v", err)
 	}
 	if before || len(s.ran) > 0 {

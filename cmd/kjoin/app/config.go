@@ -1,6 +1,8 @@
 package app
 
 import (
+	"fmt"
+
 	"github.com/spf13/cobra"
 
 	"kjoin.dev/kjoin/joinconfig"
@@ -28,7 +30,7 @@ to kjoin join --config (or kubeadm join --config).`,
 
 func runConfigPrintJoinDefaults(deps *Deps, g *Globals) error {
 	if !g.Output.Text() && g.Output.Format != "yaml" {
-		return usage("config print join-defaults prints YAML, a kubeadm configuration file: drop -o %s", g.Output.Format)
+		return operr.Invalid("kjoin config print join-defaults", fmt.Sprintf("-o %s: config print join-defaults prints YAML, a kubeadm configuration file; drop -o", g.Output.Format))
 	}
 	name, err := deps.NewEnv(g.Root, g.Verbosity).Hostname()
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -61,7 +60,7 @@ func (g *Globals) complete(cmd *cobra.Command, deps *Deps) error {
 		bad = append(bad, fmt.Sprintf("-v %d: the log level is 0 or more", g.Verbosity))
 	}
 	if len(bad) > 0 {
-		return operr.New(operr.Usage, strings.Join(bad, "; "), "see "+cmd.CommandPath()+" --help")
+		return operr.Invalid(cmd.CommandPath(), bad...)
 	}
 	if g.Verbosity >= 6 {
 		fs := flag.NewFlagSet("klog", flag.ContinueOnError)

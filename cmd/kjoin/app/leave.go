@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/phases"
 	"kjoin.dev/kjoin/workflow"
 )
@@ -60,6 +61,17 @@ pods); what those credentials may not delete is reported with the command that d
 }
 
 func runLeave(ctx context.Context, deps *Deps, o *LeaveOptions) error {
+	var bad operr.Problems
+	if o.Leave.DrainTimeout < 0 {
+		bad.Bad("--drain-timeout", o.Leave.DrainTimeout.String(), "a duration of zero (no limit) or more")
+	}
+	if o.Leave.GracePeriod < -1 {
+		bad.Bad("--grace-period", fmt.Sprint(o.Leave.GracePeriod), "seconds, zero or more, or -1 (the pod's own)")
+	}
+	checkSkipPhases(&bad, o.SkipPhases, workflow.Names(phases.LeaveWorkflow))
+	if err := bad.Err("kjoin leave"); err != nil {
+		return err
+	}
 	env, err := undoEnv(deps, o.g, "leave", o.DryRun, o.Force,
 		"This node leaves the cluster: it is drained, its Node deleted, and its etcd member, static pods, kubelet and join files removed.")
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -58,6 +59,11 @@ quorum check, a server-side dry-run delete of the Node). Running it again does n
 }
 
 func runReset(ctx context.Context, deps *Deps, o *ResetOptions) error {
+	var bad operr.Problems
+	checkSkipPhases(&bad, o.SkipPhases, workflow.Names(phases.ResetWorkflow))
+	if err := bad.Err("kjoin reset"); err != nil {
+		return err
+	}
 	env, err := undoEnv(deps, o.g, "reset", o.DryRun, o.Force,
 		"This node leaves the cluster: its etcd member, static pods, kubelet and the files the join wrote are removed.")
 	if err != nil {
@@ -102,6 +108,15 @@ func printResetPlan(deps *Deps, rep *phases.ResetReport, doing string) error {
 
 // undoEnv is the host environment of reset and leave: root checked, the operator asked on a
 // terminal (as kubeadm reset does) unless --force or a dry run, progress off for machine output.
+// checkSkipPhases adds a problem for each --skip-phases name that is not one of known.
+func checkSkipPhases(bad *operr.Problems, skip, known []string) {
+	for _, n := range skip {
+		if !slices.Contains(known, n) {
+			bad.Bad("--skip-phases", n, "one of "+strings.Join(known, ", "))
+		}
+	}
+}
+
 func undoEnv(deps *Deps, g *Globals, command string, dryRun, force bool, what string) (*host.Env, error) {
 	env := deps.NewEnv(g.Root, g.Verbosity)
 	if err := phases.RequireRoot(env, "kjoin "+command); err != nil {

@@ -124,8 +124,8 @@ func newRootCmd(deps *Deps, g *Globals) *cobra.Command {
 		},
 	}
 	g.AddFlags(root.PersistentFlags())
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return operr.Wrap(operr.Usage, err, "", "see kjoin --help")
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return operr.Invalid(cmd.CommandPath(), err.Error())
 	})
 	root.AddCommand(NewCmdJoin(deps, g, nil), NewCmdToken(deps, g), NewCmdUploadCerts(deps, g), NewCmdCerts(deps, g), NewCmdReset(deps, g), NewCmdLeave(deps, g), NewCmdEndpoint(deps, g), NewCmdApprover(deps, g),
 		NewCmdVerify(deps, g), NewCmdDiagnose(deps, g), NewCmdNodes(deps, g), NewCmdVersion(deps, g), NewCmdConfig(deps, g),
@@ -153,7 +153,7 @@ func usageArgs(c *cobra.Command) {
 				return err
 			}
 			if err := check(cmd, args); err != nil {
-				return operr.Wrap(operr.Usage, err, "", "usage: "+cmd.UseLine())
+				return operr.Invalid(cmd.CommandPath(), err.Error()+" (usage: "+cmd.UseLine()+")")
 			}
 			return nil
 		}
@@ -178,8 +178,8 @@ func bareFlagValue(cmd *cobra.Command, args []string) error {
 			if !looksLikeValue(f, a) {
 				continue
 			}
-			err = operr.Newf(operr.Usage, "%q after --%s is an argument of %s, not the flag's value: a bare --%s means --%s=%s", a, f.Name, cmd.CommandPath(), f.Name, f.Name, f.NoOptDefVal).
-				WithHint(fmt.Sprintf("give the value with '=': --%s=%s", f.Name, a))
+			err = operr.Invalid(cmd.CommandPath(), fmt.Sprintf("%q after --%s is an argument of %s, not the flag's value: a bare --%s means --%s=%s; give the value with '=': --%s=%s",
+				a, f.Name, cmd.CommandPath(), f.Name, f.Name, f.NoOptDefVal, f.Name, a))
 			return
 		}
 	})

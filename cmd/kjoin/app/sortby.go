@@ -22,16 +22,16 @@ func bindSortBy(cmd *cobra.Command, to *string, fields []string) {
 }
 
 // sorterOf parses --sort-by over items shaped like item (nil when unset); a bad expression,
-// or a field path that matches nothing in item, is a usage error.
-func sorterOf(expr string, item any) (*output.Sorter, error) {
+// or a field path that matches nothing in item, is one of bad's problems.
+func sorterOf(bad *operr.Problems, expr string, item any) *output.Sorter {
 	if expr == "" {
-		return nil, nil
+		return nil
 	}
 	s, err := output.NewSorterFor(expr, item)
 	if err != nil {
-		return nil, operr.Wrap(operr.Usage, err, "invalid --sort-by", "a JSONPath over the -o json items, e.g. .joinedAt or {.leaseAge.seconds}")
+		bad.Bad("--sort-by", expr, "a JSONPath over the -o json items, e.g. .joinedAt or {.leaseAge.seconds} ("+err.Error()+")")
 	}
-	return s, nil
+	return s
 }
 
 // sortList orders a list's items by --sort-by (unchanged when it is unset).
@@ -43,21 +43,4 @@ func sortList[T any](s *output.Sorter, items []T) error {
 		return operr.Wrap(operr.Usage, err, "", "")
 	}
 	return nil
-}
-
-// usageErrors reports several bad values at once as one usage error, each on its own line
-// with its next step.
-func usageErrors(errs []error) error {
-	if len(errs) == 1 {
-		return errs[0]
-	}
-	lines := make([]string, 0, len(errs))
-	for _, err := range errs {
-		line := err.Error()
-		if h := operr.HintOf(err); h != "" {
-			line += " (" + h + ")"
-		}
-		lines = append(lines, line)
-	}
-	return operr.New(operr.Usage, "invalid values:\n  "+strings.Join(lines, "\n  "), "")
 }

@@ -107,30 +107,49 @@ func newCmdTokenCreate(deps *Deps, g *Globals) *cobra.Command {
 	return cmd
 }
 
-func runTokenCreate(ctx context.Context, deps *Deps, o *TokenCreateOptions) error {
+// spec checks every flag at once and makes the token's spec (with a new token unless one was
+// given).
+func (o *TokenCreateOptions) spec() (*token.Spec, error) {
+	var bad operr.Problems
 	if o.Format != "kjoin" && o.Format != "kubeadm" {
-		return usage("--format must be kjoin or kubeadm, not %q", o.Format)
+		bad.Bad("--format", o.Format, "kjoin or kubeadm")
 	}
 	ttl, err := time.ParseDuration(o.TTL)
 	if err != nil {
-		return usage("--ttl %q is not a duration (e.g. 24h, 90m, 0)", o.TTL)
+		bad.Bad("--ttl", o.TTL, "a duration (e.g. 24h, 90m, 0)")
 	}
 	spec := &token.Spec{TTL: ttl, Usages: o.Usages, Groups: o.Groups, Description: o.Description}
 	if o.Node != "" {
 		if o.GroupsSet {
-			return usage("--groups is not for a token bound to a node (--node): its groups are %s", strings.Join((&token.Spec{ControlPlane: o.ControlPlane}).BoundGroups(), ","))
+			bad.Add("--groups is not for a token bound to a node (--node %s): its groups are %s", o.Node, strings.Join((&token.Spec{ControlPlane: o.ControlPlane}).BoundGroups(), ","))
 		}
 		spec.Groups, spec.Node, spec.ControlPlane = nil, o.Node, o.ControlPlane
 	}
 	if o.Token != "" {
 		if spec.Token, err = token.Parse(o.Token); err != nil {
-			return operr.Wrap(operr.Usage, err, "invalid token", "tokens look like abcdef.0123456789abcdef; kjoin token generate prints one")
+			bad.Add("--token (hidden, %d characters): want a token like abcdef.0123456789abcdef (kjoin token generate prints one)", len(o.Token))
 		}
-	} else if spec.Token, err = token.Generate(); err != nil {
-		return err
 	}
 	if err := spec.Validate(); err != nil {
-		return operr.Wrap(operr.Usage, err, "invalid token settings", "")
+		for _, line := range strings.Split(err.Error(), "\n") {
+			bad.Add("%s", line)
+		}
+	}
+	if err := bad.Err("kjoin token create"); err != nil {
+		return nil, err
+	}
+	if o.Token == "" {
+		if spec.Token, err = token.Generate(); err != nil {
+			return nil, err
+		}
+	}
+	return spec, nil
+}
+
+func runTokenCreate(ctx context.Context, deps *Deps, o *TokenCreateOptions) error {
+	spec, err := o.spec()
+	if err != nil {
+		return err
 	}
 	var warnings []string
 	warn := func(format string, a ...any) {
@@ -138,7 +157,7 @@ func runTokenCreate(ctx context.Context, deps *Deps, o *TokenCreateOptions) erro
 		warnings = append(warnings, w)
 		fmt.Fprintln(deps.Err, "WARNING:", w)
 	}
-	if ttl == 0 {
+	if spec.TTL == 0 {
 		warn("--ttl 0: this token never expires; anyone who obtains it can join nodes until you delete it (kjoin token delete %s)", spec.Token.ID)
 	}
 	if o.Node == "" && !slices.Contains(o.Groups, token.DefaultGroup) && slices.Contains(o.Usages, "authentication") {

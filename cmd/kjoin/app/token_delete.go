@@ -33,6 +33,15 @@ func newCmdTokenDelete(deps *Deps, g *Globals) *cobra.Command {
 }
 
 func runTokenDelete(ctx context.Context, deps *Deps, o *TokenDeleteOptions) error {
+	var bad operr.Problems
+	for _, a := range o.Tokens {
+		if _, err := token.IDOf(a); err != nil {
+			bad.Add("%s", token.Redact(err.Error()))
+		}
+	}
+	if err := bad.Err("kjoin token delete"); err != nil {
+		return err
+	}
 	ac, err := newAdminClient(deps, &o.AdminOptions)
 	if err != nil {
 		return err
@@ -43,8 +52,6 @@ func runTokenDelete(ctx context.Context, deps *Deps, o *TokenDeleteOptions) erro
 		switch {
 		case errors.Is(err, token.ErrUnknown):
 			return operr.Wrap(operr.Auth, err, "", "kjoin token list shows the existing tokens")
-		case err != nil && id == "":
-			return operr.Wrap(operr.Usage, err, "invalid token or token ID", "")
 		case err != nil:
 			return apiError(err, "delete", "secrets in kube-system")
 		}

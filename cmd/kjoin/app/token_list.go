@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"kjoin.dev/kjoin/operr"
 	"kjoin.dev/kjoin/output"
 	"kjoin.dev/kjoin/token"
 )
@@ -33,8 +34,9 @@ func newCmdTokenList(deps *Deps, g *Globals) *cobra.Command {
 }
 
 func runTokenList(ctx context.Context, deps *Deps, o *TokenListOptions) error {
-	sorter, err := sorterOf(o.SortBy, output.Token{})
-	if err != nil {
+	var bad operr.Problems
+	sorter := sorterOf(&bad, o.SortBy, output.Token{})
+	if err := bad.Err("kjoin token list"); err != nil {
 		return err
 	}
 	ac, err := newAdminClient(deps, &o.AdminOptions)

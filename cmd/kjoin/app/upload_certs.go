@@ -44,7 +44,7 @@ func runUploadCerts(ctx context.Context, deps *Deps, o *UploadCertsOptions) erro
 			return err
 		}
 	} else if _, err := certs.ParseCertificateKey(key); err != nil {
-		return operr.Wrap(operr.Usage, err, "invalid --certificate-key", "kjoin certs certificate-key prints a new one")
+		return operr.Invalid("kjoin upload-certs", fmt.Sprintf("--certificate-key: %v; kjoin certs certificate-key prints a new one", err))
 	}
 	ac, err := newAdminClient(deps, &o.AdminOptions)
 	if err != nil {

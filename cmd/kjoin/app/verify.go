@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"time"
 
@@ -70,15 +69,15 @@ mirror pods, the Lease and the not-ready taint take a few seconds to settle.`,
 }
 
 func runVerify(ctx context.Context, deps *Deps, o *VerifyOptions) error {
-	var bad []string
+	var bad operr.Problems
 	if o.Timeout <= 0 {
-		bad = append(bad, fmt.Sprintf("--timeout must be above zero, not %s", o.Timeout))
+		bad.Bad("--timeout", o.Timeout.String(), "a duration above zero")
 	}
 	if o.Wait < 0 {
-		bad = append(bad, fmt.Sprintf("--wait must not be negative, not %s", o.Wait))
+		bad.Bad("--wait", o.Wait.String(), "a duration of zero or more")
 	}
-	if len(bad) > 0 {
-		return usage("%s", strings.Join(bad, "; "))
+	if err := bad.Err("kjoin verify"); err != nil {
+		return err
 	}
 	env := deps.NewEnv(o.g.Root, o.g.Verbosity)
 	client, cfg, nodes, err := verifyClient(deps, env, o)
@@ -230,16 +229,13 @@ func NewCmdNodes(deps *Deps, g *Globals) *cobra.Command {
 }
 
 func runNodes(ctx context.Context, deps *Deps, o *NodesOptions) error {
-	var bad []error
+	var bad operr.Problems
 	if _, err := labels.Parse(o.Selector); err != nil {
-		bad = append(bad, operr.Wrap(operr.Usage, err, "invalid --selector "+strconv.Quote(o.Selector), "a kubectl label selector, e.g. node-role.kubernetes.io/control-plane or zone=a"))
+		bad.Bad("--selector", o.Selector, "a kubectl label selector, e.g. node-role.kubernetes.io/control-plane or zone=a ("+err.Error()+")")
 	}
-	sorter, err := sorterOf(o.SortBy, output.Node{})
-	if err != nil {
-		bad = append(bad, err)
-	}
-	if len(bad) > 0 {
-		return usageErrors(bad)
+	sorter := sorterOf(&bad, o.SortBy, output.Node{})
+	if err := bad.Err("kjoin nodes"); err != nil {
+		return err
 	}
 	ac, err := newAdminClient(deps, &o.AdminOptions)
 	if err != nil {
