@@ -116,23 +116,20 @@ func phaseFlags(phase string) []string {
 	base := []string{"config", "dry-run", "node-name", "cri-socket", "control-plane", "token", "token-file", "join-string-file", "discovery-token",
 		"discovery-token-ca-cert-hash", "discovery-token-unsafe-skip-ca-verification", "discovery-file", "tls-bootstrap-token"}
 	controlPlane := []string{"certificate-key", "certificate-key-file", "apiserver-advertise-address", "apiserver-bind-port", "patches"}
-	switch phase {
-	case "preflight", "control-plane-prepare":
-		return slices.Concat(base, controlPlane, []string{"ignore-preflight-errors"})
-	case "version-check":
-		return append(base, "ignore-preflight-errors")
-	case "kubelet-config":
-		return append(base, "patches", "kubelet-serving-certificates")
-	case "etcd-join":
-		return slices.Concat(base, controlPlane, []string{"replace", "remove-dead-etcd-learners"})
-	case "replace-node":
-		return slices.Concat(base, controlPlane, []string{"replace"})
-	case "control-plane-start", "mark-control-plane", "wait-control-plane":
-		return slices.Concat(base, controlPlane)
-	case "wait-ready":
-		return append(base, "wait", "wait-ready", "wait-ready-timeout")
+	own := map[string][]string{
+		phases.Preflight.Name:           slices.Concat(controlPlane, []string{"ignore-preflight-errors"}),
+		phases.ControlPlanePrepare.Name: slices.Concat(controlPlane, []string{"ignore-preflight-errors"}),
+		phases.VersionCheck.Name:        {"ignore-preflight-errors"},
+		phases.KubeletConfig.Name:       {"patches", "kubelet-serving-certificates"},
+		phases.EtcdJoin.Name:            slices.Concat(controlPlane, []string{"replace", "remove-dead-etcd-learners"}),
+		phases.ReplaceNode.Name:         slices.Concat(controlPlane, []string{"replace"}),
+		phases.ControlPlaneStart.Name:   controlPlane,
+		phases.MarkControlPlane.Name:    controlPlane,
+		phases.WaitControlPlane.Name:    controlPlane,
+		phases.WaitReady.Name:           {"wait", "wait-ready", "wait-ready-timeout"},
+		// discovery, tls-bootstrap, kubelet-start and approver take the base flags only.
 	}
-	return base // discovery, tls-bootstrap, kubelet-start
+	return slices.Concat(base, own[phase])
 }
 
 func bindJoinFlags(f *pflag.FlagSet, o *JoinOptions) {
