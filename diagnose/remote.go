@@ -192,7 +192,7 @@ func (g *diagnosis) client() (kubernetes.Interface, error) {
 			return c, nil
 		}
 	}
-	c, err := g.e.NewClient(&rest.Config{Host: g.server, Timeout: 5 * time.Second, TLSClientConfig: rest.TLSClientConfig{
+	c, err := g.e.Client(&rest.Config{Host: g.server, Timeout: 5 * time.Second, TLSClientConfig: rest.TLSClientConfig{
 		CertData: g.certPEM, KeyData: g.certPEM, CAData: g.caPEM}})
 	if err == nil {
 		g.kube = c

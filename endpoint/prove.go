@@ -22,7 +22,7 @@ func nodeClientAt(e *host.Env, server string, caData []byte) (kubernetes.Interfa
 	if len(caData) == 0 {
 		return nil, operr.New(operr.Other, "this node has no cluster CA (kubelet.conf names none, and "+host.CACertPath+" is missing)", "restore the node's join before moving its endpoint")
 	}
-	c, err := e.NewClient(&rest.Config{
+	c, err := e.Client(&rest.Config{
 		Host:            server,
 		TLSClientConfig: rest.TLSClientConfig{CAData: caData, CertFile: e.Paths.Of(host.KubeletClientCurrent), KeyFile: e.Paths.Of(host.KubeletClientCurrent)},
 		Timeout:         10 * time.Second,

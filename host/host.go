@@ -290,7 +290,7 @@ func (e *Env) ClientFor(k Kubeconfig) (kubernetes.Interface, *rest.Config, error
 		}
 	}
 	cfg.Timeout = 15 * time.Second
-	c, err := e.NewClient(cfg)
+	c, err := e.Client(cfg)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -111,7 +111,7 @@ func runDiscovery(ctx context.Context, e *host.Env, s *State) error {
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return &authRetry{next: rt, clock: e.Clock, window: unauthorizedWindow, logf: func(f string, a ...any) { e.Debugf("discovery", f, a...) }}
 	})
-	client, err := e.NewClient(cfg)
+	client, err := e.Client(cfg)
 	if err != nil {
 		return operr.Wrap(operr.Other, err, "build the bootstrap client", "")
 	}

@@ -16,8 +16,10 @@ import (
 )
 
 // changesOutsideEffects lists each place in a Go file that changes the node without
-// host.Effects: an os call that writes, links, makes or removes, any use of atomicfile, and a
-// systemctl command that is not a question.
+// host.Effects: an os call that writes, links, makes or removes, any use of atomicfile, a
+// systemctl command that is not a question, and a Kubernetes client built without the
+// effects (Env.NewClient instead of Env.Client, whose client a dry run cannot change the
+// cluster with).
 func changesOutsideEffects(fset *token.FileSet, f *ast.File) []string {
 	writes := map[string]bool{"WriteFile": true, "Remove": true, "RemoveAll": true, "Mkdir": true, "MkdirAll": true, "Symlink": true,
 		"Link": true, "Rename": true, "Create": true, "Chmod": true, "Chown": true, "Truncate": true}
@@ -28,6 +30,9 @@ func changesOutsideEffects(fset *token.FileSet, f *ast.File) []string {
 		case *ast.SelectorExpr:
 			if id, ok := n.X.(*ast.Ident); ok && ((id.Name == "os" && writes[n.Sel.Name]) || id.Name == "atomicfile") {
 				found = append(found, fset.Position(n.Pos()).String()+": "+id.Name+"."+n.Sel.Name)
+			}
+			if n.Sel.Name == "NewClient" {
+				found = append(found, fset.Position(n.Pos()).String()+": a client built with NewClient")
 			}
 		case *ast.CallExpr:
 			for i, a := range n.Args {
@@ -74,13 +79,13 @@ func TestPhasesChangeTheNodeOnlyThroughEffects(t *testing.T) {
 	}
 	// The check finds what it looks for.
 	bad := `package p
-func f(e *Env) { os.WriteFile("x", nil, 0); atomicfile.Symlink("a", "b"); e.Exec.Run(ctx, "systemctl", "restart", "kubelet"); e.Exec.Run(ctx, "systemctl", "is-active", "kubelet") }`
+func f(e *Env) { os.WriteFile("x", nil, 0); atomicfile.Symlink("a", "b"); e.Exec.Run(ctx, "systemctl", "restart", "kubelet"); e.Exec.Run(ctx, "systemctl", "is-active", "kubelet"); e.NewClient(cfg); e.Client(cfg) }`
 	f, err := parser.ParseFile(fset, "bad.go", bad, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := changesOutsideEffects(fset, f); len(got) != 3 {
-		t.Errorf("the check found %q in a file with three changes outside host.Effects", got)
+	if got := changesOutsideEffects(fset, f); len(got) != 4 {
+		t.Errorf("the check found %q in a file with four changes outside host.Effects", got)
 	}
 }
 

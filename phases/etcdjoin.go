@@ -299,7 +299,7 @@ func planEtcdRepairs(ctx context.Context, e *host.Env, s *State, peerURL string)
 	if err != nil {
 		return fmt.Errorf("dry run: admin kubeconfig: %w", err)
 	}
-	if s.AdminClient, err = e.NewClient(cfg); err != nil {
+	if s.AdminClient, err = e.Client(cfg); err != nil {
 		return fmt.Errorf("dry run: admin client: %w", err)
 	}
 	key, err := pki.NewECKey()

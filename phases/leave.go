@@ -75,7 +75,7 @@ type LeaveReport struct {
 // and a run on a node that has left changes nothing.
 func Leave(ctx context.Context, e *host.Env, ro ResetOptions, lo LeaveOptions, skip []string) (*ResetReport, error) {
 	ro.DeleteNode = false // leave deletes the Node itself, after the kubelet stops
-	return runReset(ctx, e, ro, skip, LeaveWorkflow, func(rs *ResetState) error {
+	return runReset(ctx, e, ro, skip, LeaveWorkflow, func(e *host.Env, rs *ResetState) error {
 		rs.Report.Leave = &LeaveReport{EvictedPods: []string{}, DeletedCSRs: []string{}, Left: []string{}}
 		rs.leave = &leaveState{Opts: lo}
 		if rs.Report.Node == "" {

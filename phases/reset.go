@@ -115,8 +115,9 @@ func Reset(ctx context.Context, e *host.Env, o ResetOptions, skip []string) (*Re
 }
 
 // runReset runs a reset-like workflow (reset's or leave's); prepare, when given, completes
-// the state before the phases run.
-func runReset(ctx context.Context, e *host.Env, o ResetOptions, skip []string, wf []ResetPhase, prepare func(*ResetState) error) (*ResetReport, error) {
+// the state before the phases run, with the run's environment (its clients go through the
+// run's effects: server-side dry runs in a dry run).
+func runReset(ctx context.Context, e *host.Env, o ResetOptions, skip []string, wf []ResetPhase, prepare func(*host.Env, *ResetState) error) (*ResetReport, error) {
 	r := &ResetReport{Role: "worker", RemovedFiles: []string{}, RemovedPods: []string{}, PlannedActions: []string{}, Warnings: []string{}, DryRun: o.DryRun}
 	j, err := LoadJournal(e)
 	if err != nil {
@@ -143,12 +144,12 @@ func runReset(ctx context.Context, e *host.Env, o ResetOptions, skip []string, w
 	if j.Role == "control-plane" {
 		r.Role = "control-plane"
 	}
+	e = rs.effects(e, o.DryRun, nil)
 	if prepare != nil {
-		if err := prepare(rs); err != nil {
+		if err := prepare(e, rs); err != nil {
 			return r, err
 		}
 	}
-	e = rs.effects(e, o.DryRun, nil)
 	results, err := workflow.Run(ctx, e, rs, wf, workflow.Options{Skip: skip}, workflow.Hooks[*ResetState]{
 		Changes: func(s *ResetState) int { return s.changeCount() + len(s.Report.PlannedActions) },
 		Again:   "run the same command again to finish the reset",

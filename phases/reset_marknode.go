@@ -101,7 +101,7 @@ func kubeletConfClient(e *host.Env, server string) (kubernetes.Interface, error)
 	if auth.ClientCertificate == "" {
 		cfg.TLSClientConfig.CertFile, cfg.TLSClientConfig.KeyFile = "", ""
 	}
-	return e.NewClient(cfg)
+	return e.Client(cfg)
 }
 
 // clusterServer is the cluster's endpoint (a control plane's kubelet.conf points at its own,

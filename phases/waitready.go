@@ -54,7 +54,7 @@ func nodeClient(e *host.Env, s *State) (kubernetes.Interface, error) {
 	if s.api != nil {
 		s.api.wrap(cfg)
 	}
-	c, err := e.NewClient(cfg)
+	c, err := e.Client(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("node client: %w", err)
 	}
