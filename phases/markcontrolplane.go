@@ -2,8 +2,6 @@ package phases
 
 import (
 	"context"
-	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,10 +37,8 @@ func runMarkControlPlane(ctx context.Context, e *host.Env, s *State) error {
 		return nil
 	}
 	name := s.Opts.NodeName
-	err := e.PollFor(ctx, "mark-control-plane", fmt.Sprintf("Node %q to mark it a control plane", s.Opts.NodeName), 250*time.Millisecond, s.Opts.Timeouts.ControlPlane, func(ctx context.Context) (bool, error) {
-		_, err := s.AdminClient.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		return err == nil, nil
-	})
+	// Followed with one list and one watch, not a read every interval (issue 35's cost).
+	err := newNodeWatch(e, "mark-control-plane", s.AdminClient, name).until(ctx, s.Opts.Timeouts.ControlPlane, func(*corev1.Node) {}, func(n *corev1.Node) bool { return n != nil })
 	if err != nil {
 		return operr.Newf(operr.Timeout,
 			"node %q did not register within %s", name, s.Opts.Timeouts.ControlPlane).

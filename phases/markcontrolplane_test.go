@@ -3,10 +3,15 @@ package phases
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	k8stesting "k8s.io/client-go/testing"
 
 	"kjoin.dev/kjoin/joinrequest"
 	"kjoin.dev/kjoin/operr"
@@ -46,5 +51,42 @@ func TestMarkControlPlaneWaitsForRegistration(t *testing.T) {
 	err := runPhase(MarkControlPlane, h.env, s)
 	if operr.CodeOf(err) != operr.Timeout || !strings.Contains(err.Error(), `node "cp2" did not register`) {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// The wait for the Node to register is one list and one watch, not a read every interval;
+// the Node is read once it is there, to label it.
+func TestMarkControlPlaneWatchesForTheNode(t *testing.T) {
+	t.Parallel()
+	h := newTestHost(t)
+	h.env.Clock = stillClock{}
+	var mu sync.Mutex
+	var verbs []string
+	record := func(v string) {
+		mu.Lock()
+		defer mu.Unlock()
+		verbs = append(verbs, v)
+	}
+	h.client.PrependReactor("*", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		record(a.GetVerb())
+		return false, nil, nil
+	})
+	h.client.PrependWatchReactor("nodes", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		record("watch")
+		go func() { // the kubelet registers a moment after the watch began
+			time.Sleep(50 * time.Millisecond)
+			_, _ = h.client.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cp2"}}, metav1.CreateOptions{})
+		}()
+		return false, nil, nil
+	})
+	s := &State{Opts: joinrequest.Options{NodeName: "cp2", ControlPlane: true, Timeouts: joinrequest.DefaultTimeouts()}, AdminClient: h.client}
+	if err := runPhase(MarkControlPlane, h.env, s); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// The test's own create is among them.
+	if got := strings.Join(verbs, ","); got != "list,watch,create,get,update" {
+		t.Errorf("node requests %s: want list, watch (the kubelet's create), then one get and the update", got)
 	}
 }

@@ -20,17 +20,18 @@ import (
 // that version is gone, or after an error, paced on the injected clock). Waiting on it costs
 // two requests however long the wait, where polling costs one every interval.
 type nodeWatch struct {
-	c    kubernetes.Interface
-	name string
-	e    *host.Env
+	c     kubernetes.Interface
+	name  string
+	e     *host.Env
+	phase string // whose debug lines
 
 	node *corev1.Node // as last seen; nil: not registered
 	rv   string       // resourceVersion to watch from; "": list first
 	w    watch.Interface
 }
 
-func newNodeWatch(e *host.Env, c kubernetes.Interface, name string) *nodeWatch {
-	return &nodeWatch{c: c, name: name, e: e}
+func newNodeWatch(e *host.Env, phase string, c kubernetes.Interface, name string) *nodeWatch {
+	return &nodeWatch{c: c, name: name, e: e, phase: phase}
 }
 
 func (n *nodeWatch) selector() string {
@@ -65,7 +66,7 @@ func (n *nodeWatch) until(ctx context.Context, timeout time.Duration, observe fu
 	}
 	if n.rv == "" {
 		if err := n.list(ctx); err != nil {
-			n.e.Debugf("wait-ready", "node %q: %v", n.name, err)
+			n.e.Debugf(n.phase, "node %q: %v", n.name, err)
 		} else if seen() {
 			return nil
 		}
@@ -79,7 +80,7 @@ func (n *nodeWatch) until(ctx context.Context, timeout time.Duration, observe fu
 		if n.rv != "" && n.w == nil {
 			w, err := n.c.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: n.selector(), ResourceVersion: n.rv, AllowWatchBookmarks: true})
 			if err != nil {
-				n.e.Debugf("wait-ready", "watch node %q: %v", n.name, err)
+				n.e.Debugf(n.phase, "watch node %q: %v", n.name, err)
 				n.rv = "" // list again after a pause
 			} else {
 				n.w = w
@@ -97,7 +98,7 @@ func (n *nodeWatch) until(ctx context.Context, timeout time.Duration, observe fu
 			return context.DeadlineExceeded
 		case <-retry:
 			if err := n.list(ctx); err != nil {
-				n.e.Debugf("wait-ready", "node %q: %v", n.name, err)
+				n.e.Debugf(n.phase, "node %q: %v", n.name, err)
 				continue
 			}
 			if seen() {
@@ -135,7 +136,7 @@ func (n *nodeWatch) apply(ev watch.Event) bool {
 			n.rv = m.GetResourceVersion()
 		}
 	case watch.Error:
-		n.e.Debugf("wait-ready", "watch node %q: %v", n.name, apierrors.FromObject(ev.Object))
+		n.e.Debugf(n.phase, "watch node %q: %v", n.name, apierrors.FromObject(ev.Object))
 		n.stop()
 		n.rv = "" // the version may be gone (410): list again
 	}

@@ -84,7 +84,7 @@ func TestNodeWatchResumesAfterTheServerEndsIt(t *testing.T) {
 		watchers <- w
 		return true, w, nil
 	})
-	nw := newNodeWatch(h.env, h.client, "w1")
+	nw := newNodeWatch(h.env, "wait-ready", h.client, "w1")
 	done := make(chan error, 1)
 	go func() {
 		done <- nw.until(context.Background(), time.Hour, func(*corev1.Node) {}, func(n *corev1.Node) bool { return ready(n) })

@@ -83,7 +83,7 @@ func runWaitReady(ctx context.Context, e *host.Env, s *State) error {
 		}
 	}
 	// One list and one watch for the whole wait (re-established if the server ends it).
-	nw := newNodeWatch(e, s.NodeClient, name)
+	nw := newNodeWatch(e, "wait-ready", s.NodeClient, name)
 	waited := e.Waiting("wait-ready", fmt.Sprintf("the kubelet to register Node %q", name), s.Opts.Timeouts.KubeletHealth)
 	err := nw.until(ctx, s.Opts.Timeouts.KubeletHealth, observe, func(n *corev1.Node) bool { return n != nil })
 	waited()
