@@ -25,6 +25,7 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
@@ -48,6 +49,9 @@ type Request struct {
 	NodeName string
 	Key      crypto.Signer
 	Timeout  time.Duration
+	// Interval is the first pause after a failed read or watch of the CSR; it doubles (with
+	// jitter) up to 5 s while they keep failing, so a throttled control plane is not asked
+	// again at a fixed rate.
 	Interval time.Duration
 	Clock    clock.Clock
 	// Logf receives progress lines; may be nil.
@@ -319,10 +323,42 @@ func Wait(ctx context.Context, r Request, name string) (*Issued, error) {
 	}
 	csrs := r.Client.CertificatesV1().CertificateSigningRequests()
 	bound := false
+	// One watch, re-established from the last version seen when the server ends it; the CSR
+	// is read (GET) only at the start and after a failure, and failures are paced by a
+	// back-off with jitter that a success resets.
+	newBackoff := func() wait.Backoff {
+		return wait.Backoff{Duration: r.Interval, Factor: 2, Jitter: 0.5, Cap: 5 * time.Second, Steps: math.MaxInt32}
+	}
+	bo := newBackoff()
+	watching, rv := false, ""
 	for {
-		csr, err := csrs.Get(ctx, name, metav1.GetOptions{})
+		var csr *certificatesv1.CertificateSigningRequest
+		var err error
+		if !watching {
+			csr, err = csrs.Get(ctx, name, metav1.GetOptions{})
+		}
 		switch {
+		case watching:
+			done, last, ok, ferr := watchUntilFinal(ctx, csrs, name, rv, check)
+			if done {
+				if ferr != nil {
+					return nil, ferr
+				}
+				return out, nil
+			}
+			switch {
+			case !ok:
+				watching = false // the watch failed: read the CSR again after a pause
+			case last != rv && ctx.Err() == nil:
+				// The server ended a watch that had moved on: watch again at once from there.
+				rv, bo = last, newBackoff()
+				continue
+			default:
+				// Ended with nothing new: watch again from the same version after a pause
+				// (a server that ends watches at once is not asked in a loop).
+			}
 		case err == nil:
+			bo = newBackoff()
 			if !bound && slices.Contains(csr.Spec.Groups, token.BoundGroup) {
 				bound = true
 				announce := r.Announce
@@ -339,12 +375,8 @@ func Wait(ctx context.Context, r Request, name string) (*Issued, error) {
 			}
 			// Watch for the approval and the certificate rather than polling: both land
 			// within tens of milliseconds on a healthy control plane.
-			if done, err := watchUntilFinal(ctx, csrs, name, csr.ResourceVersion, check); done {
-				if err != nil {
-					return nil, err
-				}
-				return out, nil
-			}
+			watching, rv = true, csr.ResourceVersion
+			continue
 		case apierrors.IsNotFound(err):
 			return nil, &operr.Error{Code: operr.Other, Err: ErrFinal, Hint: "it may have been garbage-collected or deleted; run the join again (it creates a new CSR)",
 				What: fmt.Sprintf("CSR %s disappeared before it was signed", name)}
@@ -366,40 +398,53 @@ func Wait(ctx context.Context, r Request, name string) (*Issued, error) {
 			return nil, operr.Newf(operr.Timeout,
 				"CSR %s was approved but not signed within %s", name, r.Timeout).
 				WithHint("the controller-manager's csrsigning controller signs them with the cluster CA (--cluster-signing-cert-file/--cluster-signing-key-file); check it runs")
-		case <-r.Clock.After(r.Interval):
+		case <-r.Clock.After(bo.Step()):
 		}
 	}
 }
 
 // watchUntilFinal watches one CSR from resourceVersion until check reports a final state.
-// It returns done=false when the watch ends early (the caller then reads and watches again).
+// When the watch ends first it returns done=false, ok=true and the last resourceVersion seen,
+// to watch again from (bookmarks included); ok=false when the watch could not be made or
+// ended with an error or the CSR's deletion (the caller then reads the CSR again).
 func watchUntilFinal(ctx context.Context, csrs certificatesclient.CertificateSigningRequestInterface, name, rv string,
-	check func(*certificatesv1.CertificateSigningRequest) (bool, error)) (bool, error) {
-	w, err := csrs.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(), ResourceVersion: rv})
-	if err != nil {
-		return false, nil
+	check func(*certificatesv1.CertificateSigningRequest) (bool, error)) (done bool, last string, ok bool, err error) {
+	w, werr := csrs.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(), ResourceVersion: rv, AllowWatchBookmarks: true})
+	if werr != nil {
+		return false, "", false, nil
 	}
 	defer w.Stop()
+	last = rv
 	for {
 		var ev watch.Event
 		select {
 		case <-ctx.Done():
-			return false, nil
+			return false, last, true, nil
 		case e, open := <-w.ResultChan():
 			if !open {
-				return false, nil
+				return false, last, true, nil
 			}
 			ev = e
 		}
-		csr, ok := ev.Object.(*certificatesv1.CertificateSigningRequest)
-		if !ok {
-			return false, nil
+		switch ev.Type {
+		case watch.Error, watch.Deleted:
+			return false, "", false, nil // read it again: gone (named as such), or the version is
+		case watch.Bookmark:
+			if m, merr := meta.Accessor(ev.Object); merr == nil && m.GetResourceVersion() != "" {
+				last = m.GetResourceVersion()
+			}
+			continue
+		}
+		csr, isCSR := ev.Object.(*certificatesv1.CertificateSigningRequest)
+		if !isCSR {
+			return false, "", false, nil
 		}
 		if csr.Name != name {
 			continue
 		}
+		last = csr.ResourceVersion
 		if done, err := check(csr); done {
-			return true, err
+			return true, last, true, err
 		}
 	}
 }

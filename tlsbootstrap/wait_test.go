@@ -1,0 +1,131 @@
+package tlsbootstrap
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// pendingCSR creates the node's CSR (pending) and returns the request and its name.
+func pendingCSR(t *testing.T, c *fake.Clientset) (Request, string) {
+	t.Helper()
+	r := request(t, c, 10*time.Second)
+	name, err := Create(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, name
+}
+
+// calls records the CSR reads and watches a Wait makes (with the version each watch starts at).
+type calls struct {
+	mu  sync.Mutex
+	log []string
+}
+
+func (c *calls) add(s string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.log = append(c.log, s)
+}
+
+func (c *calls) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return strings.Join(c.log, ",")
+}
+
+// A watch the server ends is watched again from the last version it delivered, without
+// reading the CSR again: one read in all.
+func TestCSRWatchResumesFromTheLastVersion(t *testing.T) {
+	c := fake.NewClientset()
+	r, name := pendingCSR(t, c)
+	var seen calls
+	c.PrependReactor("get", "certificatesigningrequests", func(k8stesting.Action) (bool, runtime.Object, error) {
+		seen.add("get")
+		return false, nil, nil
+	})
+	watches := 0
+	c.PrependWatchReactor("certificatesigningrequests", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		watches++
+		seen.add("watch@" + a.(k8stesting.WatchActionImpl).WatchRestrictions.ResourceVersion)
+		w := watch.NewFake()
+		csr, _ := c.Tracker().Get(certificatesv1.SchemeGroupVersion.WithResource("certificatesigningrequests"), "", name)
+		cur := csr.(*certificatesv1.CertificateSigningRequest).DeepCopy()
+		go func() {
+			if watches == 1 { // the first watch: the CSR changes (still pending), then the server ends it
+				cur.ResourceVersion = "7"
+				w.Modify(cur)
+				w.Stop()
+				return
+			}
+			cur.ResourceVersion = "8"
+			cur.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue}}
+			cur.Status.Certificate = []byte("issued")
+			w.Modify(cur)
+		}()
+		return true, w, nil
+	})
+	out, err := Wait(context.Background(), r, name)
+	if err != nil || string(out.CertPEM) != "issued" {
+		t.Fatalf("%v %+v", err, out)
+	}
+	if got := seen.String(); got != "get,watch@,watch@7" {
+		t.Errorf("requests %s: want one read, then a watch, then a watch from version 7", got)
+	}
+}
+
+// Reads that keep failing (a throttled API server) are paced by a growing back-off with
+// jitter, not a fixed interval: over one second of 429s with a 10 ms first pause, a handful
+// of reads rather than a hundred.
+func TestCSRReadsBackOffWhileThrottled(t *testing.T) {
+	c := fake.NewClientset()
+	r, name := pendingCSR(t, c)
+	r.Timeout = time.Second
+	var mu sync.Mutex
+	gets := 0
+	c.PrependReactor("get", "certificatesigningrequests", func(k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		gets++
+		return true, nil, apierrors.NewTooManyRequests("throttled", 0)
+	})
+	_, err := Wait(context.Background(), r, name)
+	if err == nil {
+		t.Fatal("a CSR that could never be read was issued")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if gets < 3 || gets > 10 {
+		t.Errorf("%d reads in one second of 429s (first pause 10 ms): want a few, growing apart", gets)
+	}
+}
+
+// A CSR deleted while it is watched is read again and named as gone.
+func TestCSRDeletedWhileWatched(t *testing.T) {
+	c := fake.NewClientset()
+	r, name := pendingCSR(t, c)
+	c.PrependWatchReactor("certificatesigningrequests", func(k8stesting.Action) (bool, watch.Interface, error) {
+		w := watch.NewFake()
+		go func() {
+			_ = c.CertificatesV1().CertificateSigningRequests().Delete(context.Background(), name, metav1.DeleteOptions{})
+			w.Delete(&certificatesv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: name}})
+		}()
+		return true, w, nil
+	})
+	_, err := Wait(context.Background(), r, name)
+	if err == nil || !strings.Contains(err.Error(), "disappeared") {
+		t.Fatalf("err %v", err)
+	}
+}
