@@ -177,6 +177,7 @@ func (a *Approver) decide(ctx context.Context, csr *certificatesv1.CertificateSi
 			}
 			claimed.Annotations[token.UsedByAnnotation] = csr.Name
 			claimed.Annotations[token.UsedAtAnnotation] = a.Clock.Now().UTC().Format(time.RFC3339)
+			claimed.Annotations[token.UsedForAnnotation] = v.Node
 			if _, err := secrets.Update(ctx, claimed, metav1.UpdateOptions{}); err != nil {
 				return fmt.Errorf("claim token %s: %w", v.TokenID, err)
 			}
@@ -197,7 +198,7 @@ func (a *Approver) decide(ctx context.Context, csr *certificatesv1.CertificateSi
 		if err := secrets.Delete(ctx, secret.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete the leaked token %s: %w", v.TokenID, err)
 		}
-		a.Logf("deleted bound token %s: it was used for a request not its node's", v.TokenID)
+		a.Logf("deleted bound token %s: it was used for a request it was not made for", v.TokenID)
 	}
 	return nil
 }
@@ -216,6 +217,9 @@ func (a *Approver) Sweep(ctx context.Context) error {
 		used, node := s.Annotations[token.UsedByAnnotation], s.Labels[token.NodeLabel]
 		if used == "" {
 			continue
+		}
+		if node == "" { // a single-use token: the node its claim was for
+			node = s.Annotations[token.UsedForAnnotation]
 		}
 		at, _ := time.Parse(time.RFC3339, s.Annotations[token.UsedAtAnnotation])
 		why := ""

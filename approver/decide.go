@@ -20,6 +20,7 @@ import (
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"kjoin.dev/kjoin/token"
 )
@@ -36,6 +37,8 @@ type Verdict struct {
 	Reason, Message string
 	// Leaked: the token was used for what it was not made for; it is to be deleted.
 	Leaked bool
+	// Node is the node an approval is for (a single-use token's: the name its CSR asks for).
+	Node string
 }
 
 // Reasons of the approver's conditions.
@@ -65,19 +68,44 @@ func Decide(csr *certificatesv1.CertificateSigningRequest, secret *corev1.Secret
 	if secret == nil {
 		return deny(ReasonTokenUnknown, false, "bound token %s is unknown to the cluster: it was used already, deleted or has expired", id)
 	}
-	node := secret.Labels[token.NodeLabel]
-	if node == "" {
-		return deny(ReasonTokenUnknown, false, "token %s is in group %s but names no node (label %s): it was not made by kjoin token create --node", id, token.BoundGroup, token.NodeLabel)
+	node, labelled := secret.Labels[token.NodeLabel]
+	if !labelled {
+		return deny(ReasonTokenUnknown, false, "token %s is in group %s but names no node (label %s): it was not made by kjoin token create --node or --uses 1", id, token.BoundGroup, token.NodeLabel)
+	}
+	kind, joins := "bound token "+id, "joins node "+node+" only"
+	if node == "" { // single use (--uses 1): the node is the one its first request asks to be
+		kind, joins = "single-use token "+id, "joins one node"
+		if node = requestedNode(csr); node == "" {
+			return deny(ReasonNotForNode, true, "%s %s, and this request asks for no node's identity (CN system:node:NAME); the token is deleted (whoever sent this holds it)", kind, joins)
+		}
 	}
 	// A request not its node's first: whoever sent it holds the token, used or not.
 	if problems := check(csr, node); len(problems) > 0 {
-		return deny(ReasonNotForNode, true, "bound token %s joins node %s only, and this request %s; the token is deleted (whoever sent this holds it)", id, node, strings.Join(problems, "; "))
+		return deny(ReasonNotForNode, true, "%s %s, and this request %s; the token is deleted (whoever sent this holds it)", kind, joins, strings.Join(problems, "; "))
 	}
 	if used := secret.Annotations[token.UsedByAnnotation]; used != "" && used != csr.Name {
-		return deny(ReasonTokenUsed, false, "bound token %s was used already, for CSR %s: a bound token joins one machine once", id, used)
+		return deny(ReasonTokenUsed, false, "%s was used already, for CSR %s: it joins one machine once", kind, used)
 	}
-	v.Approve, v.Reason, v.Message = true, ReasonApproved, fmt.Sprintf("bound token %s, for node %s: approved once by kjoin's approver", id, node)
+	v.Approve, v.Reason, v.Node, v.Message = true, ReasonApproved, node, fmt.Sprintf("%s, for node %s: approved once by kjoin's approver", kind, node)
 	return v
+}
+
+// requestedNode is the node name csr's request asks for (CN system:node:NAME, NAME a valid
+// node name), or "".
+func requestedNode(csr *certificatesv1.CertificateSigningRequest) string {
+	block, _ := pem.Decode(csr.Spec.Request)
+	if block == nil {
+		return ""
+	}
+	req, err := x509.ParseCertificateRequest(block.Bytes)
+	if err != nil {
+		return ""
+	}
+	name, ok := strings.CutPrefix(req.Subject.CommonName, "system:node:")
+	if !ok || len(validation.IsDNS1123Subdomain(name)) > 0 {
+		return ""
+	}
+	return name
 }
 
 // check lists what in csr is not a kubelet client certificate request of node.

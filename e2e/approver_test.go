@@ -141,6 +141,7 @@ func nodeClient(t *testing.T, c *framework.Cluster, host string) kubernetes.Inte
 // --kubelet-serving-certificates gets a serving certificate the approver approved for its own
 // addresses, which a client trusting only the cluster CA accepts, verify passes it and kubectl
 // logs works, while a serving CSR the node sends for an address it does not have is denied;
+// a single-use token (--uses 1) joins one machine under its own name and refuses the next;
 // two approvers at once decide once; a control plane joins with a bound token, with kjoin's
 // package installed: its join enables and starts kjoin-approver.service, which alone then
 // approves the next bound token's CSR, and reset stops and disables it.
@@ -378,6 +379,48 @@ func TestBoundTokens(t *testing.T) {
 		}
 		if err := tokenGone(c, id, time.Minute); err != nil {
 			t.Errorf("w6's bound token %s still exists a minute after it registered", id)
+		}
+	})
+
+	t.Run("a single-use token joins one machine under its own name, and no second", func(t *testing.T) {
+		startApprover(t, c, "kjoin-approver-single")
+		c.Host(t, "w8")
+		c.Host(t, "w9")
+		ji := framework.Answer[output.JoinCommand](t, c.MustRun(t, "cp1", "kjoin", "token", "create", "--uses", "1", "--print-join-string", "-o", "json"))
+		id := strings.SplitN(ji.Token, ".", 2)[0]
+		r := joinWith(t, c, "w8", ji.JoinString)
+		out := framework.Answer[output.JoinResult](t, r)
+		if r.ExitCode != 0 {
+			c.DumpLogs(t, "w8")
+			t.Fatalf("join: exit %d %s\n%s", r.ExitCode, r.Stdout, framework.Tail(r.Stderr, 20))
+		}
+		csr := csrOfToken(t, c, id)
+		if csr.Name != out.CSR || strings.Join(decisions(csr), ",") != "Approved/"+approver.ReasonApproved || !strings.Contains(csr.Status.Conditions[0].Message, "single-use token "+id+", for node w8") {
+			t.Errorf("CSR %s (the join's: %s): %+v", csr.Name, out.CSR, csr.Status.Conditions)
+		}
+		// The same token on another machine, under its own name: refused (denied as a reuse,
+		// or the token already swept), nothing registered, no certificate issued.
+		again := joinWith(t, c, "w9", ji.JoinString, "--wait=none")
+		if again.ExitCode == 0 {
+			t.Errorf("the used single-use token joined w9: %s", again.Stdout)
+		}
+		if _, err := c.Client.CoreV1().Nodes().Get(ctx, "w9", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("Node w9 exists after a join with a used single-use token: %v", err)
+		}
+		l, err := c.Client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range l.Items {
+			x := &l.Items[i]
+			if x.Spec.Username == "system:bootstrap:"+id && x.Name != csr.Name {
+				if got := strings.Join(decisions(x), ","); got != "Denied/"+approver.ReasonTokenUsed || len(x.Status.Certificate) != 0 {
+					t.Errorf("w9's CSR %s with the used token: %s, issued %v", x.Name, got, len(x.Status.Certificate) > 0)
+				}
+			}
+		}
+		if err := tokenGone(c, id, time.Minute); err != nil {
+			t.Errorf("single-use token %s still exists a minute after w8 registered", id)
 		}
 	})
 

@@ -312,6 +312,9 @@ type Token struct {
 	Node   string `json:"node,omitempty"`
 	Role   string `json:"role,omitempty"`
 	UsedBy string `json:"usedBy,omitempty"`
+	// SingleUse: one join under any name (kjoin token create --uses 1), decided by kjoin's
+	// approver like a bound token's.
+	SingleUse bool `json:"singleUse,omitempty"`
 }
 
 // TokenList is kjoin token list's answer.

@@ -365,7 +365,7 @@ func Wait(ctx context.Context, r Request, name string) (*Issued, error) {
 				if announce == nil {
 					announce = r.Logf
 				}
-				announce("the token is bound to this node (group %s): kjoin's approver, not the controller-manager, decides on CSR %s; waiting for it", token.BoundGroup, name)
+				announce("the token is one of kjoin's bound tokens (group %s: one join): kjoin's approver, not the controller-manager, decides on CSR %s; waiting for it", token.BoundGroup, name)
 			}
 			if done, err := check(csr); done {
 				if err != nil {

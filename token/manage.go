@@ -28,13 +28,16 @@ const DefaultGroup = "system:bootstrappers:kubeadm:default-node-token"
 const (
 	BoundGroup             = "system:bootstrappers:kjoin:bound"
 	BoundControlPlaneGroup = "system:bootstrappers:kjoin:bound-control-plane"
-	// NodeLabel names the node a bound token joins; RoleLabel its role (worker, control-plane).
+	// NodeLabel names the node a bound token joins (empty: a single-use token, any name);
+	// RoleLabel its role (worker, control-plane).
 	NodeLabel = "kjoin.dev/bound-node"
 	RoleLabel = "kjoin.dev/bound-role"
 	// UsedByAnnotation names the CSR the approver approved with the token, UsedAtAnnotation
 	// when (RFC 3339): the token joins nothing else, and goes once its node has registered.
 	UsedByAnnotation = "kjoin.dev/used-by"
 	UsedAtAnnotation = "kjoin.dev/used-at"
+	// UsedForAnnotation names the node a single-use token's claim was for.
+	UsedForAnnotation = "kjoin.dev/used-for"
 )
 
 // DefaultUsages are kubeadm's token usages.
@@ -60,6 +63,9 @@ type Spec struct {
 	// approver approves one CSR, for this name); ControlPlane with it: a control plane's.
 	Node         string
 	ControlPlane bool
+	// SingleUse: one join, under any name (--uses 1): kjoin's bound groups and approver as for
+	// Node, without the name. Implied by Node.
+	SingleUse bool
 }
 
 // Info describes an existing bootstrap token.
@@ -75,6 +81,8 @@ type Info struct {
 	Node   string
 	Role   string
 	UsedBy string
+	// SingleUse: a token for one join under any name (Node is then empty).
+	SingleUse bool
 }
 
 // Validate checks usages and groups as the API server's bootstrap authenticator expects them;
@@ -99,8 +107,8 @@ func (s *Spec) Validate() error {
 		if slices.Contains(s.Groups, DefaultGroup) {
 			errs = append(errs, fmt.Errorf("a token bound to a node may not be in %s: the controller-manager would approve any CSR made with it", DefaultGroup))
 		}
-	} else if s.ControlPlane {
-		errs = append(errs, fmt.Errorf("a control plane's bound token needs --node"))
+	} else if s.ControlPlane && !s.SingleUse {
+		errs = append(errs, fmt.Errorf("a control plane's bound token needs --node or --uses 1"))
 	}
 	return errors.Join(errs...)
 }
@@ -130,7 +138,7 @@ func (s *Spec) Secret(now time.Time) *corev1.Secret {
 	}
 	groups := s.Groups
 	var labels map[string]string
-	if s.Node != "" {
+	if s.Node != "" || s.SingleUse {
 		groups = s.BoundGroups()
 		role := "worker"
 		if s.ControlPlane {
@@ -174,6 +182,9 @@ func FromSecret(sec *corev1.Secret) (Info, bool) {
 		info.Groups = strings.Split(g, ",")
 	}
 	info.Node, info.Role, info.UsedBy = sec.Labels[NodeLabel], sec.Labels[RoleLabel], sec.Annotations[UsedByAnnotation]
+	if node, labelled := sec.Labels[NodeLabel]; labelled && node == "" {
+		info.SingleUse = true
+	}
 	return info, true
 }
 

@@ -42,6 +42,9 @@ type TokenCreateOptions struct {
 	// that name (with ControlPlane: a control plane's).
 	Node         string
 	ControlPlane bool
+	// Uses 1: one join under any name, decided by kjoin's approver (0: as many as the TTL
+	// allows, kubeadm's).
+	Uses int
 	Format       string
 	// GroupsSet: --groups was given (not its default).
 	GroupsSet bool
@@ -100,6 +103,7 @@ func newCmdTokenCreate(deps *Deps, g *Globals) *cobra.Command {
 	f.BoolVar(&o.PrintJoinCommand, "print-join-command", false, "print the full join command")
 	f.StringVar(&o.Node, "node", "", "bind the token to one node: it joins that machine, under that name, once (kjoin's approver, kjoin approver on a control plane, approves its one CSR; the controller-manager never does); with --control-plane, a control plane's")
 	f.BoolVar(&o.PrintJoinString, "print-join-string", false, "print the join as one string with checksums (endpoint, CA pins, token and with --control-plane the certificate key) for kjoin join --join-string-file")
+	f.IntVar(&o.Uses, "uses", 0, "1: the token joins one machine, under any name, once (kjoin's approver approves its first CSR and deletes it; the controller-manager never does); 0: as many as its TTL allows, as kubeadm's")
 	f.BoolVar(&o.ControlPlane, "control-plane", false, "also upload the control-plane certificates with a fresh key and print the control-plane join command")
 	f.StringVar(&o.Format, "format", "kjoin", "join command for: kjoin or kubeadm")
 	completeFlag(cmd, "format", "kjoin", "kubeadm")
@@ -119,11 +123,14 @@ func (o *TokenCreateOptions) spec() (*token.Spec, error) {
 		bad.Bad("--ttl", o.TTL, "a duration (e.g. 24h, 90m, 0)")
 	}
 	spec := &token.Spec{TTL: ttl, Usages: o.Usages, Groups: o.Groups, Description: o.Description}
-	if o.Node != "" {
+	if o.Uses != 0 && o.Uses != 1 {
+		bad.Bad("--uses", fmt.Sprint(o.Uses), "1 (one join) or 0 (as many as the TTL allows)")
+	}
+	if o.Node != "" || o.Uses == 1 {
 		if o.GroupsSet {
-			bad.Add("--groups is not for a token bound to a node (--node %s): its groups are %s", o.Node, strings.Join((&token.Spec{ControlPlane: o.ControlPlane}).BoundGroups(), ","))
+			bad.Add("--groups is not for a token kjoin's approver decides on (--node, --uses 1): its groups are %s", strings.Join((&token.Spec{ControlPlane: o.ControlPlane}).BoundGroups(), ","))
 		}
-		spec.Groups, spec.Node, spec.ControlPlane = nil, o.Node, o.ControlPlane
+		spec.Groups, spec.Node, spec.ControlPlane, spec.SingleUse = nil, o.Node, o.ControlPlane, o.Uses == 1 && o.Node == ""
 	}
 	if o.Token != "" {
 		if spec.Token, err = token.Parse(o.Token); err != nil {
@@ -160,7 +167,8 @@ func runTokenCreate(ctx context.Context, deps *Deps, o *TokenCreateOptions) erro
 	if spec.TTL == 0 {
 		warn("--ttl 0: this token never expires; anyone who obtains it can join nodes until you delete it (kjoin token delete %s)", spec.Token.ID)
 	}
-	if o.Node == "" && !slices.Contains(o.Groups, token.DefaultGroup) && slices.Contains(o.Usages, "authentication") {
+	approved := o.Node != "" || spec.SingleUse // kjoin's approver decides on its CSRs
+	if !approved && !slices.Contains(o.Groups, token.DefaultGroup) && slices.Contains(o.Usages, "authentication") {
 		warn("the token is not in group %s, which kubeadm's join RBAC (CSR creation and auto-approval, reading kubelet-config and kubeadm-certs) is bound to; joins with it will fail unless you bound your groups yourself", token.DefaultGroup)
 	}
 	ac, err := newAdminClient(deps, &o.AdminOptions)
@@ -187,7 +195,7 @@ func runTokenCreate(ctx context.Context, deps *Deps, o *TokenCreateOptions) erro
 		}
 		ji.CertificateKey, ji.CertificateKeyExpires = key, &exp
 	}
-	if o.Node != "" {
+	if approved {
 		created, err := approver.EnsureBoundRBAC(ctx, ac.client)
 		if err != nil {
 			return fmt.Errorf("no token was created: %w", apiError(err, "create", "role bindings"))
@@ -216,8 +224,11 @@ func runTokenCreate(ctx context.Context, deps *Deps, o *TokenCreateOptions) erro
 			fmt.Fprintf(deps.Err, "Created ClusterRole and ClusterRoleBinding %s: a node may now delete its own Node object (kjoin join --replace); kubectl delete clusterrolebinding %s takes it back.\n", tlsbootstrap.ReplaceSelf, tlsbootstrap.ReplaceSelf)
 		}
 	}
-	if o.Node != "" {
+	switch {
+	case o.Node != "":
 		warn("the token is bound to node %s: it joins that machine once, under that name, and only while kjoin's approver runs on a control plane (kjoin approver); the join waits for its approval", o.Node)
+	case spec.SingleUse:
+		warn("the token joins one machine once, under the name it asks for, and only while kjoin's approver runs on a control plane (kjoin approver); the join waits for its approval")
 	}
 	if ji == nil {
 		if !o.g.Output.Text() {

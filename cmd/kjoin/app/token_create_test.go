@@ -238,3 +238,34 @@ func TestTokenCreateBoundToANode(t *testing.T) {
 		t.Errorf("token list:\n%s", out)
 	}
 }
+
+// token create --uses 1 makes a single-use token: kjoin's bound group, the node label empty
+// (any name), kjoin's bindings; token list shows it as any node, once. --uses 2 is refused.
+func TestTokenCreateSingleUse(t *testing.T) {
+	deps, client, root := adminHost(t)
+	if code := Run(context.Background(), deps, []string{"token", "create", "--uses", "2", "--root", root}); code != 2 {
+		t.Errorf("--uses 2: exit %d, want 2", code)
+	}
+	if code := Run(context.Background(), deps, []string{"token", "create", "--uses", "1", "--root", root}); code != 0 {
+		t.Fatalf("exit %d: %s", code, deps.Err)
+	}
+	l, err := client.CoreV1().Secrets("kube-system").List(context.Background(), metav1.ListOptions{})
+	if err != nil || len(l.Items) != 1 {
+		t.Fatalf("%v %v", err, l)
+	}
+	s := l.Items[0]
+	node, labelled := s.Labels[token.NodeLabel]
+	if g := string(s.Data["auth-extra-groups"]); g != token.BoundGroup || !labelled || node != "" {
+		t.Errorf("single-use token: groups %q, labels %v", g, s.Labels)
+	}
+	if crbs, _ := client.RbacV1().ClusterRoleBindings().List(context.Background(), metav1.ListOptions{}); len(crbs.Items) == 0 {
+		t.Error("no binding was made for the bound group")
+	}
+	deps.Out.(interface{ Reset() }).Reset()
+	if code := Run(context.Background(), deps, []string{"token", "list", "--root", root}); code != 0 {
+		t.Fatalf("token list: exit %d", code)
+	}
+	if out := deps.Out.(interface{ String() string }).String(); !strings.Contains(out, "any node, once (worker, unused)") {
+		t.Errorf("token list:\n%s", out)
+	}
+}

@@ -58,7 +58,7 @@ func runTokenList(ctx context.Context, deps *Deps, o *TokenListOptions) error {
 		return printResult(deps, o.g, list, nil)
 	}
 	head := []string{"TOKEN", "EXPIRES", "USAGES", "GROUPS"}
-	bound := slices.ContainsFunc(list.Items, func(t output.Token) bool { return t.Node != "" })
+	bound := slices.ContainsFunc(list.Items, func(t output.Token) bool { return t.Node != "" || t.SingleUse })
 	if bound {
 		head = append(head, "BOUND TO")
 	}
@@ -77,10 +77,13 @@ func runTokenList(ctx context.Context, deps *Deps, o *TokenListOptions) error {
 		cells := []string{t.Token, exp, strings.Join(t.Usages, ","), dash(strings.Join(t.Groups, ","))}
 		if bound {
 			state := "-"
-			if t.Node != "" {
-				state = t.Node + " (" + t.Role + ", unused)"
+			if who := t.Node; who != "" || t.SingleUse {
+				if who == "" {
+					who = "any node, once"
+				}
+				state = who + " (" + t.Role + ", unused)"
 				if t.UsedBy != "" {
-					state = t.Node + " (" + t.Role + ", used by CSR " + t.UsedBy + ")"
+					state = who + " (" + t.Role + ", used by CSR " + t.UsedBy + ")"
 				}
 			}
 			cells = append(cells, state)
@@ -96,5 +99,5 @@ func runTokenList(ctx context.Context, deps *Deps, o *TokenListOptions) error {
 // tokenOf is a token as every command prints it.
 func tokenOf(t token.Info, now time.Time) output.Token {
 	return output.Token{Token: t.Token.Full(), ID: t.ID, Expires: t.Expires, Expired: t.Expires != nil && !now.Before(*t.Expires),
-		Usages: t.Usages, Groups: t.Groups, Description: t.Description, Node: t.Node, Role: t.Role, UsedBy: t.UsedBy}
+		Usages: t.Usages, Groups: t.Groups, Description: t.Description, Node: t.Node, Role: t.Role, UsedBy: t.UsedBy, SingleUse: t.SingleUse}
 }
