@@ -44,8 +44,8 @@ type TokenCreateOptions struct {
 	ControlPlane bool
 	// Uses 1: one join under any name, decided by kjoin's approver (0: as many as the TTL
 	// allows, kubeadm's).
-	Uses int
-	Format       string
+	Uses   int
+	Format string
 	// GroupsSet: --groups was given (not its default).
 	GroupsSet bool
 	// AllowNodeReplace lets nodes delete their own Node (kjoin join --replace).
