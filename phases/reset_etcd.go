@@ -14,10 +14,14 @@ import (
 )
 
 // ResetEtcdMember removes this node's etcd member, refusing when that would cost etcd its
-// quorum (or remove its last member) unless --allow-etcd-quorum-loss.
+// quorum (or remove its last member) unless --allow-etcd-quorum-loss. Once the checks pass, the
+// API server, controller-manager and scheduler are stopped first (their manifests removed,
+// their ports waited for) while their etcd still serves: an API server whose etcd member is
+// gone hangs in its shutdown until the kubelet kills it, 30 s later.
 //
 //	Reads:  s.EtcdManifest, s.Opts.AllowEtcdQuorumLoss; the etcd client certificate named by the manifest
-//	Writes: s.Report.EtcdMemberRemoved, s.EtcdDataMayGo
+//	Writes: s.Report.EtcdMemberRemoved, s.EtcdDataMayGo; removes the join's static pod
+//	        manifests but etcd's (s.Report.RemovedFiles)
 var ResetEtcdMember = ResetPhase{
 	Name: "remove-etcd-member", Short: "Remove this node's etcd member (quorum-checked)", Run: runResetEtcdMember,
 	Skip: func(s *ResetState) string {
@@ -33,8 +37,10 @@ func runResetEtcdMember(ctx context.Context, e *host.Env, s *ResetState) error {
 	id, gone, err := removeEtcdMember(ctx, e, s.EtcdManifest, s.Opts.AllowEtcdQuorumLoss, warn, func(id uint64, what string) bool {
 		if s.Opts.DryRun {
 			s.Plan(e, "remove-etcd-member", "remove etcd member %x (%s)", id, what)
+			return false
 		}
-		return !s.Opts.DryRun
+		removeStaticPods(ctx, e, s, "remove-etcd-member", path.Join(host.ManifestsDir, "etcd.yaml"), []int{s.APIServerPort, 10257, 10259})
+		return true
 	})
 	if err != nil {
 		return err

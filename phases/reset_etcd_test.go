@@ -31,8 +31,9 @@ func TestResetControlPlaneQuorum(t *testing.T) {
 		if operr.CodeOf(err) != operr.Preflight || !strings.Contains(err.Error(), "lose quorum") {
 			t.Fatalf("got %v", err)
 		}
-		if c.etcd.Member("https://10.0.0.12:2380") == nil || !c.env.Exists("/var/lib/etcd/member/snap/db") || !c.env.Exists("/etc/kubernetes/manifests/etcd.yaml") {
-			t.Error("a refused reset removed the member, its data or its manifest")
+		if c.etcd.Member("https://10.0.0.12:2380") == nil || !c.env.Exists("/var/lib/etcd/member/snap/db") || !c.env.Exists("/etc/kubernetes/manifests/etcd.yaml") ||
+			!c.env.Exists("/etc/kubernetes/manifests/kube-apiserver.yaml") {
+			t.Error("a refused reset removed the member, its data, its manifest or the API server's")
 		}
 		rep, err := Reset(context.Background(), c.env, ResetOptions{AllowEtcdQuorumLoss: true}, nil)
 		if err != nil || rep.EtcdMemberRemoved == "" || c.etcd.Member("https://10.0.0.12:2380") != nil {
@@ -42,9 +43,18 @@ func TestResetControlPlaneQuorum(t *testing.T) {
 	t.Run("peer healthy: removed", func(t *testing.T) {
 		t.Parallel()
 		c := join(t)
+		// The API server stops while its etcd still serves: its manifest is gone, etcd's
+		// still there, when the member is removed.
+		var apiServerThen, etcdThen bool
+		c.etcd.OnRemove = func() {
+			apiServerThen, etcdThen = c.env.Exists("/etc/kubernetes/manifests/kube-apiserver.yaml"), c.env.Exists("/etc/kubernetes/manifests/etcd.yaml")
+		}
 		rep, err := Reset(context.Background(), c.env, ResetOptions{}, nil)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if apiServerThen || !etcdThen {
+			t.Errorf("when the member was removed: API server manifest there %v, etcd's %v; want the API server stopped first, etcd still running", apiServerThen, etcdThen)
 		}
 		if c.etcd.Member("https://10.0.0.12:2380") != nil || rep.EtcdMemberRemoved == "" || rep.Role != "control-plane" {
 			t.Errorf("report %+v", rep)

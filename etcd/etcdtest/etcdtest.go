@@ -38,6 +38,8 @@ type Cluster struct {
 	Promoted       []uint64
 	// OnPromote is called when a member is promoted (nil: nothing).
 	OnPromote func()
+	// OnRemove, when set, is called as a member is removed.
+	OnRemove func()
 	// Leader is the member every healthy one names as leader (New: cp1); MovedTo records
 	// each leadership hand-off.
 	Leader  uint64
@@ -113,6 +115,9 @@ func (f *Cluster) MemberRemove(_ context.Context, id uint64) (*clientv3.MemberRe
 		if m.ID == id {
 			f.Members = append(f.Members[:i], f.Members[i+1:]...)
 			f.Removed = append(f.Removed, id)
+			if f.OnRemove != nil {
+				f.OnRemove()
+			}
 			if id == f.Leader {
 				f.LeaderRemoved++
 			}

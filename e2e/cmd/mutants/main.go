@@ -48,6 +48,10 @@ var mutations = []mutation{
 	{"joinstring/joinstring.go", "Parse", "\t\tif binary.BigEndian.Uint32(b[len(b)-4:]) != sum(p.label, v) {", "\t\tif false {", "./joinstring", "TestRefusalNamesThePart"},
 	{"phases/leave.go", "nodePodReads.Get", "\tif apierrors.IsForbidden(err) {\n\t\treturn nil, apierrors.NewNotFound(corev1.Resource(\"pods\"), name)", "\tif false {\n\t\treturn nil, apierrors.NewNotFound(corev1.Resource(\"pods\"), name)", "./phases", "TestLeaveWithTheNodesOwnCredentialsDrains"},
 	{"phases/reset_etcd.go", "removeEtcdMember", "\thandOffLeadership(ctx, e, cli, clientURL, self, otherIDs, warn)\n", "\t_ = otherIDs\n", "./phases", "TestLeaveControlPlaneHandsOffEtcdLeadership"},
+	{"host/apiplan.go", "dryRunRequest", "\tq.Set(\"dryRun\", metav1.DryRunAll)", "\tq.Set(\"dryRun\", \"\")", "./host", "TestPlannedClientSendsChangesAsServerSideDryRuns"},
+	{"host/apiplan.go", "dryRunRequest", "\t\topts[\"dryRun\"] = []string{metav1.DryRunAll}", "\t\t_ = opts", "./host", "TestPlannedClientSendsChangesAsServerSideDryRuns"},
+	{"approver/decide.go", "Decide", "\t\tif node = requestedNode(csr); node == \"\" {", "\t\tif node = \"w1\"; node == \"\" {", "./approver", "TestDecideSingleUse"},
+	{"phases/approver.go", "runStartApprover", "\t\t\ts.Journal.EnabledApprover = true", "\t\t\t_ = true", "./phases", "TestControlPlaneJoinStartsTheApprover"},
 	{"phases/reset_staticpods.go", "removeStaticPods", "\t\tif path.Dir(path.Clean(t)) != host.ManifestsDir || !strings.HasSuffix(t, \".yaml\") || path.Clean(t) == keep {", "\t\tif path.Clean(t) == keep {", "./phases", "TestResetWith"},
 }
 
