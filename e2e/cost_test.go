@@ -132,7 +132,59 @@ type auditEvent struct {
 		Resource    string `json:"resource"`
 		Subresource string `json:"subresource"`
 	} `json:"objectRef"`
+	ResponseStatus *struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
 	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
+}
+
+// clientOf names the client class of an audited request: the storm's own (discovery's
+// anonymous reads, the bootstrap token's), the controllers that approve and sign (the
+// controller-manager's service accounts), or everyone else (kubelets, the scheduler, the API
+// server itself).
+func clientOf(user string) string {
+	switch {
+	case user == "system:anonymous":
+		return "anonymous (discovery)"
+	case strings.HasPrefix(user, "system:bootstrap:"):
+		return "bootstrap token (CSR)"
+	case user == "system:kube-controller-manager" || strings.HasPrefix(user, "system:serviceaccount:kube-system:"):
+		return "controller-manager"
+	}
+	return "others"
+}
+
+// auditCalls counts the requests cp1's audit log holds after offset, by client class and call
+// ("CLASS|VERB RESOURCE"), and their 429 answers by class ("CLASS|429").
+func auditCalls(t *testing.T, c *framework.Cluster, offset int64) map[string]float64 {
+	t.Helper()
+	f, err := os.Open(c.HostPath("cp1", auditLog))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Seek(offset, 0); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var ev auditEvent
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Stage != "ResponseComplete" || ev.ObjectRef == nil {
+			continue
+		}
+		class := clientOf(ev.User.Username)
+		res := ev.ObjectRef.Resource
+		if ev.ObjectRef.Subresource != "" {
+			res += "/" + ev.ObjectRef.Subresource
+		}
+		out[class+"|"+ev.Verb+" "+res]++
+		if ev.ResponseStatus != nil && ev.ResponseStatus.Code == 429 {
+			out[class+"|429"]++
+		}
+	}
+	return out
 }
 
 // joinCost counts the API requests the joining side of one join made, from cp1's audit log

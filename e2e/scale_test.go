@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"slices"
@@ -122,6 +123,12 @@ func TestBootstrapStorm(t *testing.T) {
 			sizes = append(sizes, n)
 		}
 	}
+	// make bench's storms (KJOIN_STORM) are audited: each round's requests by client and call.
+	audited := framework.Env().Storm != ""
+	if audited {
+		restore := enableAudit(t, c)
+		defer restore()
+	}
 	for _, mode := range framework.Env().StormTokens {
 		for _, h := range hosts {
 			tok := lab.Token
@@ -131,19 +138,27 @@ func TestBootstrapStorm(t *testing.T) {
 			writeToken(t, c, h, tok)
 		}
 		for _, n := range sizes {
-			if !stormRound(t, c, n, hosts, mode) && !framework.Env().StormToTheEnd {
+			if !stormRound(t, c, n, hosts, mode, audited) && !framework.Env().StormToTheEnd {
 				break // the size where it broke is the finding
 			}
 		}
 	}
 }
 
-func stormRound(t *testing.T, c *framework.Cluster, n int, hosts []string, mode string) bool {
+func stormRound(t *testing.T, c *framework.Cluster, n int, hosts []string, mode string, audited bool) bool {
 	prefix := fmt.Sprintf("storm%d-", n)
 	if len(hosts) > 1 || mode != "shared" {
 		prefix = fmt.Sprintf("storm%d-%d%s-", n, len(hosts), mode[:1]) // s(hared) or p(er-host)
 	}
 	defer cleanupStorm(t, c, prefix, hosts)
+	var auditFrom int64
+	if audited {
+		st, err := os.Stat(c.HostPath("cp1", auditLog))
+		if err != nil {
+			t.Fatal(err)
+		}
+		auditFrom = st.Size()
+	}
 	before, _ := apiRequests(c)
 	stop := make(chan struct{})
 	peak := make(chan float64, 1)
@@ -233,6 +248,15 @@ func stormRound(t *testing.T, c *framework.Cluster, n int, hosts []string, mode 
 	}
 	if len(failed) > 0 {
 		sample.Error = failed[0]
+	}
+	if audited {
+		time.Sleep(2 * time.Second) // the audit backend writes in batches
+		calls := auditCalls(t, c, auditFrom)
+		keys := slices.Sorted(maps.Keys(calls))
+		for _, k := range keys {
+			sample.Extra["audit "+k] = calls[k]
+		}
+		fmt.Printf("STORM-AUDIT n=%d %s\n", n, describeCost(calls))
 	}
 	recordSample(t, sample)
 	if len(failed) > 0 {

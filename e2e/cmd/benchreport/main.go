@@ -497,6 +497,61 @@ func storm(b *strings.Builder, samples []sample) {
 			e["p50"], e["p95"], e["p99"], e["max"], e["peakRps"], e["requests"], e["http429"], strings.ReplaceAll(s.Error, "|", "/"))
 	}
 	w("\n")
+	stormAudit(w, ss)
+}
+
+// stormAudit tables each audited storm round's requests by client and call (cp1's audit log,
+// from the round's start until its last join ended), per join.
+func stormAudit(w func(string, ...any), ss []sample) {
+	var rounds []sample
+	rows := map[string]bool{}
+	for _, s := range ss {
+		audited := false
+		for k := range s.Extra {
+			if call, ok := strings.CutPrefix(k, "audit "); ok {
+				audited, rows[call] = true, true
+			}
+		}
+		if audited {
+			rounds = append(rounds, s)
+		}
+	}
+	if len(rounds) == 0 {
+		return
+	}
+	w("### Storm requests by client and call\n\nFrom cp1's audit log (Metadata level) for each round, divided by the round's N: requests per join. \"controller-manager\" is its\ncontrollers' service accounts (CSR approval and signing among them); \"others\" are the kubelets, the scheduler and the API server itself,\nwhich run whatever the storm does. A `429` row counts the answers that were HTTP 429.\n\n")
+	head := "| client | call |"
+	sep := "|---|---|"
+	for _, s := range rounds {
+		head += fmt.Sprintf(" N=%.0f |", s.Extra["n"])
+		sep += "---|"
+	}
+	w("%s\n%s\n", head, sep)
+	keys := slices.Sorted(maps.Keys(rows))
+	class := func(k string) string { c, _, _ := strings.Cut(k, "|"); return c }
+	for i, k := range keys {
+		if i == 0 || class(keys[i-1]) != class(k) { // the class's total first
+			c := class(k)
+			line := fmt.Sprintf("| **%s** | all |", c)
+			for _, s := range rounds {
+				total := 0.0
+				for kk, v := range s.Extra {
+					if call, ok := strings.CutPrefix(kk, "audit "); ok && class(call) == c && !strings.HasSuffix(call, "|429") {
+						total += v
+					}
+				}
+				line += fmt.Sprintf(" **%.2f** |", total/s.Extra["n"])
+			}
+			w("%s\n", line)
+		}
+		_, call, _ := strings.Cut(k, "|")
+		line := fmt.Sprintf("| | %s |", call)
+		for _, s := range rounds {
+			line += fmt.Sprintf(" %.2f |", s.Extra["audit "+k]/s.Extra["n"])
+		}
+		w("%s\n", line)
+	}
+	w("\n")
 }
 
 // sortPhases orders phase names as a control-plane join runs them.

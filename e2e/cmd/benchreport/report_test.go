@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -56,5 +57,34 @@ func TestHeaderFromTheRunsMeta(t *testing.T) {
 	}
 	if strings.Contains(out, "read when this report was generated") {
 		t.Errorf("a run with its meta is said to have none:\n%s", out)
+	}
+}
+
+// An audited storm round's requests are tabled per join, by client (its total first) and
+// call, one column per round; 429 answers on their own row, out of the total.
+func TestStormAuditPerJoin(t *testing.T) {
+	ss := []sample{
+		{Section: "storm", Extra: map[string]float64{"n": 200, "audit anonymous (discovery)|get configmaps": 400,
+			"audit bootstrap token (CSR)|create certificatesigningrequests": 200, "audit bootstrap token (CSR)|watch certificatesigningrequests": 300,
+			"audit bootstrap token (CSR)|429": 20}},
+		{Section: "storm", Extra: map[string]float64{"n": 400, "audit anonymous (discovery)|get configmaps": 1200}},
+		{Section: "storm", Extra: map[string]float64{"n": 800}}, // not audited: no column
+	}
+	var b strings.Builder
+	stormAudit(func(f string, a ...any) { b.WriteString(fmt.Sprintf(f, a...)) }, ss)
+	out := b.String()
+	for _, want := range []string{
+		"| client | call | N=200 | N=400 |",
+		"| **anonymous (discovery)** | all | **2.00** | **3.00** |",
+		"| | get configmaps | 2.00 | 3.00 |",
+		"| **bootstrap token (CSR)** | all | **2.50** | **0.00** |",
+		"| | 429 | 0.10 | 0.00 |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "N=800") {
+		t.Errorf("an unaudited round has a column:\n%s", out)
 	}
 }
