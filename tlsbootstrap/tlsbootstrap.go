@@ -428,7 +428,7 @@ func watchUntilFinal(ctx context.Context, csrs certificatesclient.CertificateSig
 		}
 		switch ev.Type {
 		case watch.Error, watch.Deleted:
-			return false, "", false, nil // read it again: gone (named as such), or the version is
+			return false, "", false, nil // read it again: it is gone (named so), or its version is
 		case watch.Bookmark:
 			if m, merr := meta.Accessor(ev.Object); merr == nil && m.GetResourceVersion() != "" {
 				last = m.GetResourceVersion()

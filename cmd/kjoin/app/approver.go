@@ -23,13 +23,14 @@ func NewCmdApprover(deps *Deps, g *Globals) *cobra.Command {
 		Use: "approver",
 		Example: `  kjoin approver                               # on a control plane, until stopped
   systemd-run --unit kjoin-approver kjoin approver   # as a transient service`,
-		Short: "Approve the CSRs of tokens bound to a node (kjoin token create --node), until stopped; run it on control planes",
+		Short: "Approve the CSRs of tokens bound to a node or to one use (kjoin token create --node, --uses 1), until stopped; run it on control planes",
 		Long: `kjoin approver decides on the kubelet client CSRs made with tokens bound to one node
 (kjoin token create --node NAME), which the controller-manager never approves: the first
 request for that node's identity (CN system:node:NAME, O system:nodes, client usages, an
 ECDSA P-256/P-384 or RSA 2048+ key) is approved and the token claimed for it; a second is
 denied as a reuse; one for any other name is denied and the token deleted, since whoever sent
-it holds the token. A used token is deleted once its node has registered. Any number of
+it holds the token. A single-use token (--uses 1) is the same for whichever node's identity
+its first request asks for. A used token is deleted once its node has registered. Any number of
 approvers may run at once (one per control plane): each decision is taken once. Other CSRs
 are left alone. It needs no container image: run it as a service (kjoin-approver.service).`,
 		Args: cobra.NoArgs,
