@@ -133,7 +133,21 @@ func (a *Approver) judgeBound(ctx context.Context, csr *certificatesv1.Certifica
 	case err != nil:
 		return nil, Verdict{}, fmt.Errorf("read the token's Secret: %w", err)
 	}
-	return s, Decide(csr, s), nil
+	v := Decide(csr, s)
+	if v.Approve && s.Labels[token.NodeLabel] == "" {
+		// A single-use token names no node, so it may not take an existing node's identity
+		// (a client certificate in the name of a NotReady node: kubernetes#81056). A machine
+		// rejoining under its name gets a token bound to that name.
+		_, err := a.Client.CoreV1().Nodes().Get(ctx, v.Node, metav1.GetOptions{})
+		switch {
+		case err == nil:
+			v = Verdict{Ours: true, TokenID: v.TokenID, Reason: ReasonNotForNode, Leaked: true, Message: fmt.Sprintf(
+				"single-use token %s may not take the identity of existing node %s; the token is deleted (whoever sent this holds it); to rejoin a machine under its name, bind a token to it: kjoin token create --node %s", v.TokenID, v.Node, v.Node)}
+		case !apierrors.IsNotFound(err):
+			return nil, Verdict{}, fmt.Errorf("read Node %s: %w", v.Node, err)
+		}
+	}
+	return s, v, nil
 }
 
 // judgeServing decides on a kubelet serving CSR with its Node as it is now.

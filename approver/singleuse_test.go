@@ -97,3 +97,26 @@ func TestSingleUseTokenClaimedAndSwept(t *testing.T) {
 		t.Errorf("the CSR was not decided: %v", err)
 	}
 }
+
+// A single-use token may not take the identity of a node that exists (a client certificate
+// in the name of a NotReady node, kubernetes#81056): denied, the token deleted.
+func TestSingleUseTokenRefusesAnExistingNodesName(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	csr := boundCSR(t) // asks for system:node:w1
+	c := cluster(t, singleUseSecret(), csr, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "w1"}})
+	var log []string
+	if err := approverFor(c, clk, &log).Handle(context.Background(), csr); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.CertificatesV1().CertificateSigningRequests().Get(context.Background(), csr.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Status.Conditions) != 1 || got.Status.Conditions[0].Type != certificatesv1.CertificateDenied || got.Status.Conditions[0].Reason != ReasonNotForNode ||
+		!strings.Contains(got.Status.Conditions[0].Message, "existing node w1") {
+		t.Errorf("conditions %+v", got.Status.Conditions)
+	}
+	if _, err := c.CoreV1().Secrets("kube-system").Get(context.Background(), "bootstrap-token-abcdef", metav1.GetOptions{}); err == nil {
+		t.Error("the token that asked for an existing node's identity was not deleted")
+	}
+}
