@@ -196,7 +196,8 @@ func TestOneStepControlPlaneJoinCommand(t *testing.T) {
 	}
 }
 
-// TestTokenBadInput checks the operator-facing errors of the token commands.
+// TestTokenBadInput checks the operator-facing errors of the token commands (bad input in
+// kjoin's one shape: "invalid input: ...").
 func TestTokenBadInput(t *testing.T) {
 	c := framework.Get(t)
 	for _, tc := range []struct {
@@ -204,9 +205,9 @@ func TestTokenBadInput(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"token", "create", "nope"}, 2, "invalid token"},
+		{[]string{"token", "create", "nope"}, 2, "invalid input: --token (hidden, 4 characters): want a token like abcdef."},
 		{[]string{"token", "create", "--ttl", "-1h"}, 2, "must not be negative"},
-		{[]string{"token", "create", "--ttl", "soon"}, 2, "not a duration"},
+		{[]string{"token", "create", "--ttl", "soon"}, 2, `invalid input: --ttl "soon": want a duration`},
 		{[]string{"token", "delete", "zzzzzz"}, 5, "no such bootstrap token"},
 		{[]string{"token", "list", "--kubeconfig", "/nonexistent"}, 2, "cannot use the admin kubeconfig: kubeconfig /nonexistent (--kubeconfig)"},
 	} {
