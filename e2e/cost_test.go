@@ -154,9 +154,9 @@ func clientOf(user string) string {
 	return "others"
 }
 
-// auditCalls counts the requests cp1's audit log holds after offset, by client class and call
-// ("CLASS|VERB RESOURCE"), and their 429 answers by class ("CLASS|429").
-func auditCalls(t *testing.T, c *framework.Cluster, offset int64) map[string]float64 {
+// eachAuditEvent calls fn with every completed request event cp1's audit log holds after
+// offset (non-resource requests, the components' probes, left out).
+func eachAuditEvent(t *testing.T, c *framework.Cluster, offset int64, fn func(ev auditEvent)) {
 	t.Helper()
 	f, err := os.Open(c.HostPath("cp1", auditLog))
 	if err != nil {
@@ -166,24 +166,37 @@ func auditCalls(t *testing.T, c *framework.Cluster, offset int64) map[string]flo
 	if _, err := f.Seek(offset, 0); err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]float64{}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		var ev auditEvent
-		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Stage != "ResponseComplete" || ev.ObjectRef == nil {
-			continue
+		if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Stage == "ResponseComplete" && ev.ObjectRef != nil {
+			fn(ev)
 		}
+	}
+}
+
+// call is an audited request's verb and resource (with its subresource).
+func (ev auditEvent) call() string {
+	res := ev.ObjectRef.Resource
+	if ev.ObjectRef.Subresource != "" {
+		res += "/" + ev.ObjectRef.Subresource
+	}
+	return ev.Verb + " " + res
+}
+
+// auditCalls counts the requests cp1's audit log holds after offset, by client class and call
+// ("CLASS|VERB RESOURCE"), and their 429 answers by class ("CLASS|429").
+func auditCalls(t *testing.T, c *framework.Cluster, offset int64) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	eachAuditEvent(t, c, offset, func(ev auditEvent) {
 		class := clientOf(ev.User.Username)
-		res := ev.ObjectRef.Resource
-		if ev.ObjectRef.Subresource != "" {
-			res += "/" + ev.ObjectRef.Subresource
-		}
-		out[class+"|"+ev.Verb+" "+res]++
+		out[class+"|"+ev.call()]++
 		if ev.ResponseStatus != nil && ev.ResponseStatus.Code == 429 {
 			out[class+"|429"]++
 		}
-	}
+	})
 	return out
 }
 
@@ -194,36 +207,21 @@ func auditCalls(t *testing.T, c *framework.Cluster, offset int64) map[string]flo
 // the mutating verbs: each is an etcd write.
 func joinCost(t *testing.T, c *framework.Cluster, offset int64, node string, until time.Time) (byCall map[string]float64, requests, writes int) {
 	t.Helper()
-	f, err := os.Open(c.HostPath("cp1", auditLog))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.Seek(offset, 0); err != nil {
-		t.Fatal(err)
-	}
 	byCall = map[string]float64{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var ev auditEvent
-		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Stage != "ResponseComplete" || ev.ObjectRef == nil || ev.RequestReceivedTimestamp.After(until) {
-			continue
+	eachAuditEvent(t, c, offset, func(ev auditEvent) {
+		if ev.RequestReceivedTimestamp.After(until) {
+			return
 		}
 		u := ev.User.Username
 		if u != "system:anonymous" && !strings.HasPrefix(u, "system:bootstrap:") && u != "system:node:"+node {
-			continue
+			return
 		}
-		res := ev.ObjectRef.Resource
-		if ev.ObjectRef.Subresource != "" {
-			res += "/" + ev.ObjectRef.Subresource
-		}
-		byCall[ev.Verb+" "+res]++
+		byCall[ev.call()]++
 		requests++
 		if slices.Contains([]string{"create", "update", "patch", "delete", "deletecollection"}, ev.Verb) {
 			writes++
 		}
-	}
+	})
 	return byCall, requests, writes
 }
 
