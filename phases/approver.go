@@ -2,7 +2,6 @@ package phases
 
 import (
 	"context"
-	"fmt"
 
 	"kjoin.dev/kjoin/host"
 	"kjoin.dev/kjoin/operr"
@@ -29,11 +28,8 @@ func runStartApprover(ctx context.Context, e *host.Env, s *State) error {
 		return nil
 	}
 	if _, err := e.Exec.Run(ctx, "systemctl", "is-enabled", "--quiet", ApproverUnit); err != nil {
-		if s.Journal != nil && !s.Journal.EnabledApprover && !fx.Planning() {
-			s.Journal.EnabledApprover = true
-			if err := s.Journal.Save(e); err != nil {
-				return fmt.Errorf("save journal: %w", err)
-			}
+		if err := recordEnable(ctx, e, s, ApproverUnit, func(j *Journal) *bool { return &j.EnabledApprover }); err != nil {
+			return err
 		}
 		if err := fx.Service(ctx, "enable", ApproverUnit); err != nil {
 			return operr.Wrap(operr.Other, err, "could not enable kjoin's approver", "check systemctl status "+ApproverUnit+"; the join itself is done, run kjoin join phase approver again")

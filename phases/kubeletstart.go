@@ -25,7 +25,7 @@ func runKubeletStart(ctx context.Context, e *host.Env, s *State) error {
 	}
 	for _, st := range [][2]string{{"daemon-reload", ""}, {"enable", "kubelet"}, {"restart", "kubelet"}} {
 		if st[0] == "enable" {
-			if err := recordEnable(ctx, e, s); err != nil {
+			if err := recordEnable(ctx, e, s, "kubelet", func(j *Journal) *bool { return &j.EnabledKubelet }); err != nil {
 				return err
 			}
 		}
@@ -39,16 +39,16 @@ func runKubeletStart(ctx context.Context, e *host.Env, s *State) error {
 	return nil
 }
 
-// recordEnable notes in the journal, before enabling the kubelet unit, that this join is the
-// one enabling it, so that reset disables only what the join enabled.
-func recordEnable(ctx context.Context, e *host.Env, s *State) error {
-	if s.Journal == nil || s.Journal.EnabledKubelet || e.Fx().Planning() {
+// recordEnable notes in the journal (the flag of it enabled names), before unit is enabled,
+// that this join is the one enabling it, so that reset disables only what the join enabled.
+func recordEnable(ctx context.Context, e *host.Env, s *State, unit string, enabled func(*Journal) *bool) error {
+	if s.Journal == nil || *enabled(s.Journal) || e.Fx().Planning() {
 		return nil
 	}
-	if _, err := e.Exec.Run(ctx, "systemctl", "is-enabled", "--quiet", "kubelet"); err == nil {
+	if _, err := e.Exec.Run(ctx, "systemctl", "is-enabled", "--quiet", unit); err == nil {
 		return nil
 	}
-	s.Journal.EnabledKubelet = true
+	*enabled(s.Journal) = true
 	if err := s.Journal.Save(e); err != nil {
 		return fmt.Errorf("save journal: %w", err)
 	}
