@@ -349,6 +349,7 @@ func leaveOneOfThree(t *testing.T, c *framework.Cluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	lease := c.NodeLease(t, "cp3")
 	stop := probeServing(t, c, "cp1", "cp2")
 	r := c.Run(t, "cp3", "kjoin", "leave", "-f", "-o", "json", "-v", "1") // -v 1: its progress on stderr
 	probes, failures := stop()
@@ -375,6 +376,9 @@ func leaveOneOfThree(t *testing.T, c *framework.Cluster) {
 	}
 	if n, err := c.Client.CoreV1().Nodes().Get(ctx, "cp3", metav1.GetOptions{}); err == nil {
 		t.Errorf("Node cp3 (UID %s, was %s) is there after leave", n.UID, node.UID)
+	}
+	if l, err := c.Client.CoordinationV1().Leases("kube-node-lease").Get(ctx, "cp3", metav1.GetOptions{}); err == nil && l.UID == lease.UID {
+		t.Errorf("cp3's Lease (UID %s) is there after leave", l.UID)
 	}
 	assertHostStopped(t, c, "cp3")
 	if len(failures) > 0 || probes < 5 {

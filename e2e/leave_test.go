@@ -129,6 +129,7 @@ func TestLeave(t *testing.T) {
 		t.Fatal(err)
 	}
 	budget(t, c, 1, 1)
+	lease := c.NodeLease(t, "w5")
 	health := watchHealthy(t, c, pods)
 
 	r := c.Run(t, "w5", leave...)
@@ -158,6 +159,9 @@ func TestLeave(t *testing.T) {
 	waitMoved(t, c, pods, "cp1")
 	if !done.NodeDeleted || !done.LeaseDeleted || !done.KubeletStopped || len(done.Left) != 0 || done.Credentials != "admin (/root/admin.conf)" {
 		t.Errorf("leave report: %+v", done)
+	}
+	if l, err := c.Client.CoordinationV1().Leases("kube-node-lease").Get(ctx, "w5", metav1.GetOptions{}); err == nil && l.UID == lease.UID {
+		t.Errorf("w5's Lease (UID %s) is there after leave", l.UID)
 	}
 	for _, name := range csrs {
 		if !slices.Contains(done.DeletedCSRs, name) {
@@ -443,6 +447,7 @@ func leaveKubeadmWorkerWithItsOwnCredentials(t *testing.T, c *framework.Cluster)
 		t.Fatal(err)
 	}
 
+	lease := c.NodeLease(t, "w5")
 	r := c.Run(t, "w5", "kjoin", "leave", "-f", "-o", "json")
 	out := framework.Answer[output.LeaveResult](t, r)
 	if r.ExitCode != 0 {
@@ -456,8 +461,8 @@ func leaveKubeadmWorkerWithItsOwnCredentials(t *testing.T, c *framework.Cluster)
 	if p, err := c.Client.CoreV1().Pods("default").Get(ctx, pods[0].Name, metav1.GetOptions{}); err == nil && p.UID == pods[0].UID && p.DeletionTimestamp == nil {
 		t.Errorf("pod %s (UID %s) was not evicted", pods[0].Name, pods[0].UID)
 	}
-	if _, err := c.Client.CoordinationV1().Leases("kube-node-lease").Get(ctx, "w5", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("w5's Lease survived a leave that reports it deleted: %v", err)
+	if l, err := c.Client.CoordinationV1().Leases("kube-node-lease").Get(ctx, "w5", metav1.GetOptions{}); err == nil && l.UID == lease.UID {
+		t.Errorf("w5's Lease (UID %s) survived a leave that reports it deleted", l.UID)
 	}
 	for _, f := range joinFiles {
 		if _, err := os.Lstat(c.HostPath("w5", f)); err == nil {

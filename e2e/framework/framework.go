@@ -18,7 +18,9 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -254,6 +256,49 @@ func (c *Cluster) Forget(t *testing.T, name string) {
 	if err := c.RemoveHost(ctx, name); err != nil {
 		t.Errorf("remove host %s: %v", name, err)
 	}
+	// The node's Lease too, now that no kubelet renews it: the garbage collector would delete
+	// it only later, and a host of the same name joining before then would find a Lease owned
+	// by the Node this deleted (until the collector deletes it under the new kubelet).
+	if err := c.Client.CoordinationV1().Leases("kube-node-lease").Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Logf("delete lease kube-node-lease/%s: %v", name, err)
+	}
+}
+
+// NodeLease waits until Node name's Lease in kube-node-lease is owned by that very Node (its
+// UID), and returns it: a test that asserts on what becomes of the Lease asserts on the one
+// the garbage collector will not delete under it (a Lease left from an earlier Node of the
+// same name is, and its kubelet then makes another).
+func (c *Cluster) NodeLease(t *testing.T, name string) *coordinationv1.Lease {
+	t.Helper()
+	var lease *coordinationv1.Lease
+	var node *corev1.Node
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		node = n
+		l, err := c.Client.CoordinationV1().Leases("kube-node-lease").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			lease = nil
+			return false, nil
+		}
+		lease = l
+		for _, o := range l.OwnerReferences {
+			if o.Kind == "Node" && o.UID == n.UID {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		desc := "no Lease"
+		if lease != nil && node != nil {
+			desc = fmt.Sprintf("Lease %s owned by %+v, Node UID %s", lease.UID, lease.OwnerReferences, node.UID)
+		}
+		t.Fatalf("node %s: no Lease owned by its Node within 2m: %s", name, desc)
+	}
+	return lease
 }
 
 // deleteCSRsFor deletes every CSR whose request names system:node:<name>, whatever its signer
