@@ -9,6 +9,7 @@ import (
 	"path"
 	"time"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -78,6 +79,7 @@ func runTLSBootstrap(ctx context.Context, e *host.Env, s *State) error {
 	}
 	// Resume a CSR an interrupted run created: its key was kept on the node until issued.
 	csrName := resumableCSR(ctx, e, s, &req)
+	var created *certificatesv1.CertificateSigningRequest // what the create answered: the wait starts from it
 	if csrName == "" {
 		key, err := pki.NewECKey()
 		if err != nil {
@@ -91,9 +93,10 @@ func runTLSBootstrap(ctx context.Context, e *host.Env, s *State) error {
 		if err := e.Fx().WriteFile(pendingKeyPath, keyPEM, 0o600); err != nil {
 			return err
 		}
-		if csrName, err = tlsbootstrap.Create(ctx, req); err != nil {
+		if created, err = tlsbootstrap.Submit(ctx, req); err != nil {
 			return err
 		}
+		csrName = created.Name
 		s.MarkChanged()
 		if j := s.Journal; j != nil {
 			j.CSR, j.PendingKey = csrName, pendingKeyPath
@@ -106,7 +109,13 @@ func runTLSBootstrap(ctx context.Context, e *host.Env, s *State) error {
 	e.At("tls-bootstrap/csr-created")
 	s.NodeKey, s.CSRName = req.Key, csrName
 	waited := e.Waiting("tls-bootstrap", "CSR "+csrName+" to be approved and signed", s.Opts.Timeouts.TLSBootstrap)
-	issued, err := tlsbootstrap.Wait(ctx, req, csrName)
+	var issued *tlsbootstrap.Issued
+	var err error
+	if created != nil {
+		issued, err = tlsbootstrap.WaitCreated(ctx, req, created)
+	} else {
+		issued, err = tlsbootstrap.Wait(ctx, req, csrName)
+	}
 	waited()
 	if err != nil {
 		if errors.Is(err, tlsbootstrap.ErrFinal) {

@@ -102,13 +102,23 @@ func Name(nodeName string, key crypto.Signer) (string, error) {
 // storm answers 429 and kjoin must back off and retry (its reuse of an existing CSR, by name,
 // subject and key, is what kjoin does too).
 func Create(ctx context.Context, r Request) (string, error) {
+	csr, err := Submit(ctx, r)
+	if err != nil {
+		return "", err
+	}
+	return csr.Name, nil
+}
+
+// Submit is Create that returns the CSR as the API server answered it (its groups, its
+// resource version), for WaitCreated to watch from without reading it again.
+func Submit(ctx context.Context, r Request) (*certificatesv1.CertificateSigningRequest, error) {
 	csrPEM, err := NewCSR(r.NodeName, r.Key)
 	if err != nil {
-		return "", fmt.Errorf("create CSR: %w", err)
+		return nil, fmt.Errorf("create CSR: %w", err)
 	}
 	name, err := Name(r.NodeName, r.Key)
 	if err != nil {
-		return "", fmt.Errorf("create CSR: %w", err)
+		return nil, fmt.Errorf("create CSR: %w", err)
 	}
 	usages := []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth}
 	if _, isRSA := r.Key.Public().(interface{ Size() int }); isRSA {
@@ -128,8 +138,13 @@ func Create(ctx context.Context, r Request) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
 	defer cancel()
 	csrs := r.Client.CertificatesV1().CertificateSigningRequests()
+	var made *certificatesv1.CertificateSigningRequest
 	err = Retry(ctx, r.Clock, r.Clock.Now().Add(r.Timeout), r.Logf, "create CSR "+name, func(ctx context.Context) error {
-		_, err := csrs.Create(ctx, csr, metav1.CreateOptions{})
+		created, err := csrs.Create(ctx, csr, metav1.CreateOptions{})
+		if err == nil {
+			made = created
+			return nil
+		}
 		if !apierrors.IsAlreadyExists(err) {
 			return err
 		}
@@ -141,23 +156,24 @@ func Create(ctx context.Context, r Request) (string, error) {
 			return operr.Wrap(operr.Other, merr, "a CSR named "+name+" already exists and does not ask for this node's key", "delete it (kubectl delete csr "+name+") and run the join again")
 		}
 		r.Logf("CSR %s already exists for this key (an earlier answer was lost); using it", name)
+		made = existing
 		return nil
 	})
 	switch {
 	case err == nil:
-		return name, nil
+		return made, nil
 	case apierrors.IsUnauthorized(err):
-		return "", operr.Wrap(operr.Auth, err, "the API server rejected the bootstrap token", "the token may have expired or been deleted: create a new one with kjoin token create")
+		return nil, operr.Wrap(operr.Auth, err, "the API server rejected the bootstrap token", "the token may have expired or been deleted: create a new one with kjoin token create")
 	case apierrors.IsForbidden(err):
-		return "", operr.Wrap(operr.Auth, err, "the bootstrap token may not create CertificateSigningRequests",
+		return nil, operr.Wrap(operr.Auth, err, "the bootstrap token may not create CertificateSigningRequests",
 			"kubeadm binds ClusterRole system:node-bootstrapper to group system:bootstrappers:kubeadm:default-node-token (ClusterRoleBinding kubeadm:kubelet-bootstrap); check it and the token's auth-extra-groups")
 	case Transient(err):
-		return "", operr.Wrap(operr.Timeout, err, fmt.Sprintf("could not create CSR %s within %s", name, r.Timeout), "the API server is overloaded or unreachable; run the join again")
+		return nil, operr.Wrap(operr.Timeout, err, fmt.Sprintf("could not create CSR %s within %s", name, r.Timeout), "the API server is overloaded or unreachable; run the join again")
 	}
 	if _, ok := operr.As(err); ok {
-		return "", err
+		return nil, err
 	}
-	return "", fmt.Errorf("create CertificateSigningRequest: %w", err)
+	return nil, fmt.Errorf("create CertificateSigningRequest: %w", err)
 }
 
 // Retry calls fn until it returns an error that is not Transient (or nil), with Backoff
@@ -284,6 +300,18 @@ func publicKeysEqual(a, b crypto.PublicKey) bool {
 // csr.WaitForCertificate, whose answer on a timeout is only "timed out": kjoin says whether the
 // CSR was denied, failed, approved but never signed, or never approved).
 func Wait(ctx context.Context, r Request, name string) (*Issued, error) {
+	return waitFrom(ctx, r, name, nil)
+}
+
+// WaitCreated is Wait for the CSR Submit returned: it starts from that answer and watches from
+// its version, without reading the CSR first (one request less per join; a bootstrap storm
+// is made of these).
+func WaitCreated(ctx context.Context, r Request, csr *certificatesv1.CertificateSigningRequest) (*Issued, error) {
+	return waitFrom(ctx, r, csr.Name, csr)
+}
+
+// waitFrom is Wait starting from seen (when not nil) as its first read.
+func waitFrom(ctx context.Context, r Request, name string, seen *certificatesv1.CertificateSigningRequest) (*Issued, error) {
 	if r.Interval == 0 {
 		r.Interval = 200 * time.Millisecond
 	}
@@ -334,7 +362,11 @@ func Wait(ctx context.Context, r Request, name string) (*Issued, error) {
 	for {
 		var csr *certificatesv1.CertificateSigningRequest
 		var err error
-		if !watching {
+		switch {
+		case watching:
+		case seen != nil:
+			csr, seen = seen, nil
+		default:
 			csr, err = csrs.Get(ctx, name, metav1.GetOptions{})
 		}
 		switch {

@@ -2,6 +2,7 @@ package tlsbootstrap
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"kjoin.dev/kjoin/token"
 )
 
 // pendingCSR creates the node's CSR (pending) and returns the request and its name.
@@ -83,6 +86,49 @@ func TestCSRWatchResumesFromTheLastVersion(t *testing.T) {
 	}
 	if got := seen.String(); got != "get,watch@,watch@7" {
 		t.Errorf("requests %s: want one read, then a watch, then a watch from version 7", got)
+	}
+}
+
+// The wait after a create starts from the create's answer: it watches from that version
+// and never reads the CSR first (one request less per join), and what the answer says (a
+// bound token's group) is announced as a read's would be.
+func TestWaitCreatedWatchesFromTheCreatesAnswer(t *testing.T) {
+	c := fake.NewClientset()
+	r := request(t, c, 10*time.Second)
+	created, err := Submit(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.ResourceVersion = "5" // as the API server answers (the fake tracker keeps none)
+	created.Spec.Groups = []string{"system:authenticated", token.BoundGroup}
+	var announced []string
+	r.Announce = func(f string, a ...any) { announced = append(announced, fmt.Sprintf(f, a...)) }
+	var seen calls
+	c.PrependReactor("get", "certificatesigningrequests", func(k8stesting.Action) (bool, runtime.Object, error) {
+		seen.add("get")
+		return false, nil, nil
+	})
+	c.PrependWatchReactor("certificatesigningrequests", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		seen.add("watch@" + a.(k8stesting.WatchActionImpl).WatchRestrictions.ResourceVersion)
+		w := watch.NewFake()
+		cur := created.DeepCopy()
+		go func() {
+			cur.ResourceVersion = "6"
+			cur.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue}}
+			cur.Status.Certificate = []byte("issued")
+			w.Modify(cur)
+		}()
+		return true, w, nil
+	})
+	out, err := WaitCreated(context.Background(), r, created)
+	if err != nil || string(out.CertPEM) != "issued" || out.CSRName != created.Name {
+		t.Fatalf("%v %+v", err, out)
+	}
+	if got := seen.String(); got != "watch@5" {
+		t.Errorf("requests %s: want one watch from the create's version 5 and no read", got)
+	}
+	if len(announced) != 1 || !strings.Contains(announced[0], "kjoin's approver") {
+		t.Errorf("the bound token's group in the create's answer was not announced: %q", announced)
 	}
 }
 
