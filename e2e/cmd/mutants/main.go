@@ -53,6 +53,7 @@ var mutations = []mutation{
 	{"approver/decide.go", "Decide", "\t\tif node = requestedNode(csr); node == \"\" {", "\t\tif node = \"w1\"; node == \"\" {", "./approver", "TestDecideSingleUse"},
 	{"approver/approver.go", "Approver.judgeBound", "\t\tcase err == nil:\n\t\t\tv = Verdict{", "\t\tcase false:\n\t\t\tv = Verdict{", "./approver", "TestSingleUseTokenRefusesAnExistingNodesName"},
 	{"phases/approver.go", "runStartApprover", "func(j *Journal) *bool { return &j.EnabledApprover }", "func(*Journal) *bool { return new(bool) }", "./phases", "TestControlPlaneJoinStartsTheApprover"},
+	{"tlsbootstrap/tlsbootstrap.go", "waitFrom", "\t\tcase seen != nil:", "\t\tcase false:", "./tlsbootstrap", "TestWaitCreatedWatchesFromTheCreatesAnswer"},
 	{"phases/reset_staticpods.go", "removeStaticPods", "\t\tif path.Dir(path.Clean(t)) != host.ManifestsDir || !strings.HasSuffix(t, \".yaml\") || path.Clean(t) == keep {", "\t\tif path.Clean(t) == keep {", "./phases", "TestResetWith"},
 }
 
