@@ -88,7 +88,7 @@ func TestRerunResetRejoin(t *testing.T) {
 		// A dry run lists the pod and everything else, and changes nothing.
 		dry := framework.Answer[output.ResetResult](t, c.MustRun(t, "w5", "kjoin", "reset", "--dry-run", "-o", "json"))
 		plan := strings.Join(dry.PlannedActions, "\n")
-		for _, want := range []string{"stop the kubelet", "remove pod default/" + pod.Name + " ", "remove /etc/kubernetes/kubelet.conf", "remove the join journal"} {
+		for _, want := range []string{"systemctl stop kubelet", "remove pod default/" + pod.Name + " ", "remove /etc/kubernetes/kubelet.conf", "remove the join journal"} {
 			if !strings.Contains(plan, want) {
 				t.Errorf("reset --dry-run's plan lacks %q:\n%s", want, plan)
 			}

@@ -24,7 +24,11 @@ func (e *Env) Client(cfg *rest.Config) (kubernetes.Interface, error) {
 		// JSON bodies (client-go sends protobuf by default), so that a DELETE's options can
 		// be made a dry run.
 		cfg.ContentType = "application/json"
-		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &planTransport{next: rt, fx: fx} })
+		log, ok := fx.(interface{ add(Effect) })
+		if !ok {
+			return nil, fmt.Errorf("a plan's effects must keep host's effect log (Plan())")
+		}
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &planTransport{next: rt, fx: log} })
 	}
 	return e.NewClient(cfg)
 }
@@ -32,7 +36,7 @@ func (e *Env) Client(cfg *rest.Config) (kubernetes.Interface, error) {
 // planTransport sends every mutating request as a server-side dry run, and records it.
 type planTransport struct {
 	next http.RoundTripper
-	fx   Effects
+	fx   interface{ add(Effect) }
 }
 
 func (t *planTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -43,7 +47,7 @@ func (t *planTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.fx.API(fmt.Sprintf("%s %s (server-side dry run)", req.Method, req.URL.Path))
+	t.fx.add(Effect{Kind: EffectAPI, Detail: fmt.Sprintf("%s %s (server-side dry run)", req.Method, req.URL.Path), Changed: true, Sent: true})
 	return t.next.RoundTrip(r)
 }
 

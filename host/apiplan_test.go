@@ -115,6 +115,9 @@ func TestPlannedClientSendsChangesAsServerSideDryRuns(t *testing.T) {
 		var recorded []string
 		for _, f := range e.Fx().Log() {
 			recorded = append(recorded, f.Detail)
+			if !f.Sent || f.Kind != EffectAPI {
+				t.Errorf("planning %v: %+v is not marked as a request sent as a dry run", planning, f)
+			}
 		}
 		if n := len(recorded); (planning && n != 3) || (!planning && n != 0) {
 			t.Errorf("planning %v: recorded %q", planning, recorded)
@@ -129,7 +132,7 @@ func TestPlannedClientRefusesWhatItCannotDryRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = (&planTransport{next: http.DefaultTransport, fx: Plan()}).RoundTrip(req)
+	_, err = (&planTransport{next: http.DefaultTransport, fx: &planned{}}).RoundTrip(req)
 	if err == nil || !strings.Contains(err.Error(), "cannot be sent as a server-side dry run") {
 		t.Fatalf("err %v", err)
 	}

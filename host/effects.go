@@ -30,8 +30,11 @@ const (
 	EffectService EffectKind = "service"
 	// EffectAPI is a change made to the cluster through its API (or, planned, to be made).
 	EffectAPI EffectKind = "api"
-	// EffectRecord writes or removes kjoin's own record of a workflow (the join journal): it
-	// is bookkeeping, never a change of the node's configuration, and never planned.
+	// EffectRuntime is a change made through the container runtime (CRI): a pod removed.
+	EffectRuntime EffectKind = "runtime"
+	// EffectRecord writes or removes kjoin's own record of a workflow (the join journal): its
+	// save is bookkeeping, never counted as a change nor planned; its removal (reset's) is a
+	// change (the node held a join), planned in a dry run.
 	EffectRecord EffectKind = "record"
 )
 
@@ -44,10 +47,14 @@ type Effect struct {
 	Mode os.FileMode
 	// Target is a symlink's target.
 	Target string
-	// Action and Unit are a service effect's systemctl arguments.
+	// Action and Unit are a service effect's systemctl arguments; a record's Action is "save"
+	// or "remove".
 	Action, Unit string
-	// Detail says an API effect ("label node cp2 ...").
+	// Detail says an API or runtime effect ("label node cp2 ...").
 	Detail string
+	// Sent: an API effect a plan's client sent as a server-side dry run (Client), which the
+	// workflow's own line for the same change says in words.
+	Sent bool
 	// Changed: the node differs afterwards (a write of the content already there, a removal
 	// of nothing or a mkdir of a directory that exists change nothing). Planned effects are
 	// all counted as changes.
@@ -63,8 +70,10 @@ func (f Effect) String() string {
 		return fmt.Sprintf("link %s -> %s", f.Path, f.Target)
 	case EffectService:
 		return strings.TrimSpace("run: systemctl " + f.Action + " " + f.Unit)
-	case EffectAPI:
+	case EffectAPI, EffectRuntime:
 		return f.Detail
+	case EffectRecord:
+		return f.Action + " the join journal " + f.Path
 	default:
 		return string(f.Kind) + " " + f.Path
 	}
@@ -89,6 +98,8 @@ type Effects interface {
 	// API records a change made to the cluster through its API (planned: to be made); the
 	// caller makes it, or in a plan does not.
 	API(what string)
+	// Runtime records a change made through the container runtime, as API does.
+	Runtime(what string)
 	// SaveRecord writes kjoin's own record (the journal, 0600); RemoveRecord removes it.
 	SaveRecord(hostPath string, data []byte) error
 	RemoveRecord(hostPath string) error
@@ -224,6 +235,10 @@ func (a *applied) Service(ctx context.Context, action, unit string) error {
 
 func (a *applied) API(what string) { a.add(Effect{Kind: EffectAPI, Detail: what, Changed: true}) }
 
+func (a *applied) Runtime(what string) {
+	a.add(Effect{Kind: EffectRuntime, Detail: what, Changed: true})
+}
+
 // SaveRecord writes kjoin's record; it is logged, never counted as a change, and never
 // passed to the hook (the hook is what saves the journal).
 func (a *applied) SaveRecord(hostPath string, data []byte) error {
@@ -234,7 +249,7 @@ func (a *applied) SaveRecord(hostPath string, data []byte) error {
 	if err := atomicfile.Write(p, data, 0o600, 0o700); err != nil {
 		return err
 	}
-	a.add(Effect{Kind: EffectRecord, Path: hostPath, Mode: 0o600})
+	a.add(Effect{Kind: EffectRecord, Path: hostPath, Mode: 0o600, Action: "save"})
 	return nil
 }
 
@@ -244,7 +259,7 @@ func (a *applied) RemoveRecord(hostPath string) error {
 		return nil
 	}
 	if err == nil {
-		a.add(Effect{Kind: EffectRecord, Path: hostPath})
+		a.add(Effect{Kind: EffectRecord, Path: hostPath, Action: "remove", Changed: true})
 	}
 	return err
 }
@@ -284,15 +299,23 @@ func (p *planned) Service(_ context.Context, action, unit string) error {
 
 func (p *planned) API(what string) { p.add(Effect{Kind: EffectAPI, Detail: what, Changed: true}) }
 
-// A dry run keeps no record.
+func (p *planned) Runtime(what string) {
+	p.add(Effect{Kind: EffectRuntime, Detail: what, Changed: true})
+}
+
+// A dry run keeps no record; the removal of one is planned (a reset's plan says it).
 func (p *planned) SaveRecord(string, []byte) error { return nil }
-func (p *planned) RemoveRecord(string) error       { return nil }
+
+func (p *planned) RemoveRecord(hostPath string) error {
+	p.add(Effect{Kind: EffectRecord, Path: hostPath, Action: "remove", Changed: true})
+	return nil
+}
 
 // Changes counts the effects in a log that changed (or would change) the node.
 func Changes(log []Effect) int {
 	n := 0
 	for _, f := range log {
-		if f.Changed && f.Kind != EffectRecord {
+		if f.Changed {
 			n++
 		}
 	}

@@ -59,7 +59,7 @@ func TestApplyChangesTheHostAndLogs(t *testing.T) {
 		got = append(got, f.String()+map[bool]string{true: " *"}[f.Changed])
 	}
 	want := []string{"write /etc/a.conf (0600) *", "write /etc/a.conf (0600)", "link /etc/b.conf -> /etc/a.conf *", "mkdir /var/lib/x *",
-		"remove /etc/a.conf *", "run: systemctl restart kubelet *", "record /var/lib/kjoin/journal.json"}
+		"remove /etc/a.conf *", "run: systemctl restart kubelet *", "save the join journal /var/lib/kjoin/journal.json"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("log:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
@@ -87,10 +87,13 @@ func TestPlanRecordsEverything(t *testing.T) {
 	_ = fx.Service(context.Background(), "restart", "kubelet")
 	_ = fx.SaveRecord("/var/lib/kjoin/journal.json", []byte("{}"))
 	fx.API("label node w1")
+	fx.Runtime("remove pod web-0")
+	_ = fx.RemoveRecord("/var/lib/kjoin/journal.json") // a reset's: the node held a join
 	if !fx.Planning() {
 		t.Error("a plan says it applies")
 	}
-	if n := Changes(fx.Log()); n != 4 || len(fx.Log()) != 4 {
-		t.Errorf("planned %v", fx.Log())
+	log := fx.Log()
+	if n := Changes(log); n != 6 || len(log) != 6 || log[5].String() != "remove the join journal /var/lib/kjoin/journal.json" {
+		t.Errorf("planned %v", log)
 	}
 }

@@ -147,7 +147,7 @@ func runEtcdJoin(ctx context.Context, e *host.Env, s *State) error {
 	res, err := j.Run(ctx)
 	waited()
 	if res != nil {
-		recordEtcdRepairs(s, res, "removed")
+		recordEtcdRepairs(e, s, res, "removed")
 	}
 	if err != nil {
 		return err
@@ -157,7 +157,7 @@ func runEtcdJoin(ctx context.Context, e *host.Env, s *State) error {
 		j.EtcdMemberID, j.EtcdPeerURL = res.ID, peerURL
 	}
 	if res.Added {
-		s.MarkChanged()
+		e.Fx().API(fmt.Sprintf("add etcd member %x (%s) as a learner and promote it", res.ID, peerURL))
 	}
 	e.Logf("etcd-join", "etcd member %x (%s) votes", res.ID, s.Opts.NodeName)
 	return nil
@@ -173,17 +173,17 @@ func journalMember(s *State) uint64 {
 
 // recordEtcdRepairs reports the former member and the dead learners a join removed (or, in a
 // dry run, would remove: action).
-func recordEtcdRepairs(s *State, res *etcd.Result, action string) {
+func recordEtcdRepairs(e *host.Env, s *State, res *etcd.Result, action string) {
 	if m := res.Replaced; m != nil {
 		if !s.Opts.DryRun {
-			s.MarkChanged()
+			e.Fx().API(fmt.Sprintf("remove etcd member %x (%s), the voter of the machine this node replaces", m.ID, m.Name))
 		}
 		s.Repairs = append(s.Repairs, Repair{Kind: "etcd-member", Name: m.Name, ID: fmt.Sprintf("%x", m.ID), Action: action,
 			Detail: fmt.Sprintf("the voter of the machine this node replaces (%s, %s); this node joined as a new member", m.PeerURL, m.Kind())})
 	}
 	for _, m := range res.RemovedLearners {
 		if !s.Opts.DryRun {
-			s.MarkChanged()
+			e.Fx().API(fmt.Sprintf("remove etcd learner %x (%s), left by a join that did not finish", m.ID, m.Name))
 		}
 		s.Repairs = append(s.Repairs, Repair{Kind: "etcd-learner", Name: m.Name, ID: fmt.Sprintf("%x", m.ID), Action: action,
 			Detail: fmt.Sprintf("a learner left by a join that did not finish (%s, %s)", m.PeerURL, m.Kind())})
@@ -331,7 +331,7 @@ func planEtcdRepairs(ctx context.Context, e *host.Env, s *State, peerURL string)
 		Logf: func(f string, a ...any) { e.Debugf("etcd-join", f, a...) }}
 	res, err := j.Plan(ctx)
 	if res != nil {
-		recordEtcdRepairs(s, res, "would remove")
+		recordEtcdRepairs(e, s, res, "would remove")
 	}
 	return err
 }

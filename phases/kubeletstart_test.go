@@ -3,6 +3,8 @@ package phases
 import (
 	"strings"
 	"testing"
+
+	"kjoin.dev/kjoin/host"
 )
 
 func TestKubeletStartRestartsOnlyAfterAChange(t *testing.T) {
@@ -16,7 +18,8 @@ func TestKubeletStartRestartsOnlyAfterAChange(t *testing.T) {
 	if s.Changed() || strings.Contains(strings.Join(h.runner.calls, "\n"), "restart") {
 		t.Errorf("an unchanged node's running kubelet was restarted: %v", h.runner.calls)
 	}
-	s.MarkChanged()
+	s.fx = host.Apply(h.env, nil)
+	s.fx.API("an earlier phase's change") // the kubelet must take it
 	h.runner.calls = nil
 	if err := runPhase(KubeletStart, h.env, s); err != nil {
 		t.Fatal(err)
@@ -48,7 +51,8 @@ func TestResetDisablesOnlyTheUnitTheJoinEnabled(t *testing.T) {
 		h := newTestHost(t)
 		h.runner.enabled = before
 		s := &State{Opts: h.options(t), Journal: &Journal{Node: "w1"}}
-		s.MarkChanged()
+		s.fx = host.Apply(h.env, nil)
+		s.fx.API("an earlier phase's change")
 		if err := runPhase(KubeletStart, h.env, s); err != nil {
 			t.Fatal(err)
 		}

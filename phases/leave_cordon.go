@@ -35,7 +35,7 @@ func runLeaveCordon(ctx context.Context, e *host.Env, s *ResetState) error {
 		return nil
 	}
 	if s.Opts.DryRun {
-		s.Plan(e, "cordon", "cordon Node %q", name)
+		s.Change(e, "cordon", host.EffectAPI, "cordon Node %q", name)
 		return nil
 	}
 	if err, perr := h.PatchOrReplaceWithContext(ctx, s.leave.client, false); err != nil || perr != nil {
@@ -45,7 +45,7 @@ func runLeaveCordon(ctx context.Context, e *host.Env, s *ResetState) error {
 		return leaveAPIError(err, "cordon Node "+name, s.Report.Leave.Credentials)
 	}
 	s.Report.Leave.Cordoned = true
-	s.MarkChanged()
+	s.Change(e, "cordon", host.EffectAPI, "cordon Node %q", name)
 	e.Logf("cordon", "Node %q cordoned", name)
 	return nil
 }

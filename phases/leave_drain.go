@@ -48,11 +48,11 @@ func runLeaveDrain(ctx context.Context, e *host.Env, s *ResetState) error {
 				return
 			}
 			rep.EvictedPods = append(rep.EvictedPods, p.Namespace+"/"+p.Name)
-			s.MarkChanged()
-			how := "evicted"
+			how, verb := "evicted", "evict"
 			if !evicted {
-				how = "deleted"
+				how, verb = "deleted", "delete"
 			}
+			s.Change(e, "drain", host.EffectAPI, "%s pod %s/%s", verb, p.Namespace, p.Name)
 			e.Logf("drain", "%s pod %s/%s", how, p.Namespace, p.Name)
 		},
 	}
@@ -73,7 +73,7 @@ func runLeaveDrain(ctx context.Context, e *host.Env, s *ResetState) error {
 	pods := list.Pods()
 	if s.Opts.DryRun {
 		for _, p := range pods {
-			s.Plan(e, "drain", "evict pod %s/%s", p.Namespace, p.Name)
+			s.Change(e, "drain", host.EffectAPI, "evict pod %s/%s", p.Namespace, p.Name)
 		}
 		return nil
 	}

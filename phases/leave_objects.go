@@ -32,11 +32,10 @@ func runLeaveDeleteObjects(ctx context.Context, e *host.Env, s *ResetState) erro
 		err := call()
 		switch {
 		case err == nil:
+			s.Change(e, "delete-node-objects", host.EffectAPI, "delete %s", what)
 			if s.Opts.DryRun {
-				s.Plan(e, "delete-node-objects", "delete %s", what)
 				return false, nil
 			}
-			s.MarkChanged()
 			e.Logf("delete-node-objects", "deleted %s", what)
 			return true, nil
 		case apierrors.IsNotFound(err):

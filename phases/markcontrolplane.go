@@ -2,6 +2,7 @@ package phases
 
 import (
 	"context"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -72,7 +73,7 @@ func runMarkControlPlane(ctx context.Context, e *host.Env, s *State) error {
 		return operr.Wrap(operr.Other, err, "could not label and taint node "+name, "")
 	}
 	if changed {
-		s.MarkChanged()
+		e.Fx().API(fmt.Sprintf("label node %s %s and taint it %s:NoSchedule", name, LabelControlPlane, LabelControlPlane))
 	}
 	e.Logf("mark-control-plane", "node %q labelled %s and tainted %s:NoSchedule", name, LabelControlPlane, LabelControlPlane)
 	return nil

@@ -104,7 +104,7 @@ func runReplaceNode(ctx context.Context, e *host.Env, s *State) error {
 	if err != nil && !apierrors.IsNotFound(err) {
 		return operr.Wrap(operr.Auth, err, fmt.Sprintf("could not delete the earlier Node %q (uid %s)", name, uid), "delete it on a control plane (kubectl delete node "+name+"), then run the same command again")
 	}
-	s.MarkChanged()
+	e.Fx().API(fmt.Sprintf("delete the Lease kube-node-lease/%s and the Node %s (uid %s), so this node registers afresh", name, name, uid))
 	s.Repairs = append(s.Repairs, Repair{Kind: "node", Name: name, ID: string(uid), Action: "deleted", Detail: detail})
 	e.Logf("replace-node", "deleted the earlier Node %q (uid %s) and its Lease: %s; this node registers afresh", name, uid, notReadySince(e, node))
 	return nil

@@ -73,30 +73,52 @@ type ResetState struct {
 	holdsJoin bool
 	// leave is kjoin leave's part (nil for kjoin reset).
 	leave *leaveState
-	// plannedRemovals are the host paths a dry run has already planned to remove (several
-	// phases reach the same static pod manifests).
-	plannedRemovals map[string]bool
 	Record
 }
 
-// planRemoval records that a dry run would remove hostPath and reports whether no earlier
-// phase had planned it already.
-func (s *ResetState) planRemoval(hostPath string) bool {
-	if s.plannedRemovals[hostPath] {
-		return false
+// Change records one change reset makes to the cluster (host.EffectAPI) or through the
+// container runtime (host.EffectRuntime) in the run's effects: made (the caller made it), or
+// in a dry run planned, and said. "Changed" and a dry run's plan are views of that one log.
+func (s *ResetState) Change(e *host.Env, phase string, kind host.EffectKind, format string, args ...any) {
+	what := sprintf(format, args...)
+	fx := e.Fx()
+	if kind == host.EffectRuntime {
+		fx.Runtime(what)
+	} else {
+		fx.API(what)
 	}
-	if s.plannedRemovals == nil {
-		s.plannedRemovals = map[string]bool{}
+	if fx.Planning() {
+		e.Logf(phase, "would %s", what)
 	}
-	s.plannedRemovals[hostPath] = true
-	return true
 }
 
-// Plan records a step a dry run would take (and says it).
-func (s *ResetState) Plan(e *host.Env, phase, format string, args ...any) {
-	a := sprintf(format, args...)
-	s.Report.PlannedActions = append(s.Report.PlannedActions, a)
-	e.Logf(phase, "would %s", a)
+// remove removes hostPath through the run's effects and reports whether it did; a dry run
+// plans it instead (once: several phases reach the same static pod manifests) and says so.
+func (s *ResetState) remove(e *host.Env, phase, hostPath string) (bool, error) {
+	fx := e.Fx()
+	if !fx.Planning() {
+		return true, fx.Remove(hostPath)
+	}
+	for _, f := range s.log() {
+		if f.Kind == host.EffectRemove && f.Path == hostPath {
+			return false, nil
+		}
+	}
+	e.Logf(phase, "would remove %s", hostPath)
+	return false, fx.Remove(hostPath)
+}
+
+// plannedActions is a dry run's plan, in order: its effect log but for the requests its
+// clients sent as server-side dry runs (the phase's own line says each of those changes).
+func (s *ResetState) plannedActions() []string {
+	out := []string{}
+	for _, f := range s.log() {
+		if f.Sent || (f.Kind == host.EffectRecord && f.Action != "remove") {
+			continue
+		}
+		out = append(out, f.String())
+	}
+	return out
 }
 
 // ResetPhase is one step of the reset.
@@ -151,11 +173,14 @@ func runReset(ctx context.Context, e *host.Env, o ResetOptions, skip []string, w
 		}
 	}
 	results, err := workflow.Run(ctx, e, rs, wf, workflow.Options{Skip: skip}, workflow.Hooks[*ResetState]{
-		Changes: func(s *ResetState) int { return s.changeCount() + len(s.Report.PlannedActions) },
+		Changes: func(s *ResetState) int { return s.changeCount() },
 		Again:   "run the same command again to finish the reset",
 		DryRun:  o.DryRun,
 	})
 	r.Phases, r.Changed = results, rs.Changed()
+	if o.DryRun {
+		r.PlannedActions = rs.plannedActions()
+	}
 	if r.Phases == nil {
 		r.Phases = []PhaseResult{}
 	}

@@ -52,7 +52,7 @@ func runResetContainers(ctx context.Context, e *host.Env, s *ResetState) error {
 	}
 	for _, p := range pods {
 		if s.Opts.DryRun {
-			s.Plan(e, "remove-containers", "remove pod %s (sandbox %.13s) from the container runtime", p.Name, p.ID)
+			s.Change(e, "remove-containers", host.EffectRuntime, "remove pod %s (sandbox %.13s) from the container runtime", p.Name, p.ID)
 			continue
 		}
 		if err := rt.RemovePodSandbox(cctx, p.ID); err != nil {
@@ -60,7 +60,7 @@ func runResetContainers(ctx context.Context, e *host.Env, s *ResetState) error {
 			continue
 		}
 		s.Report.RemovedPods = append(s.Report.RemovedPods, p.Name)
-		s.MarkChanged()
+		s.Change(e, "remove-containers", host.EffectRuntime, "remove pod %s (sandbox %.13s) from the container runtime", p.Name, p.ID)
 	}
 	if n := len(s.Report.RemovedPods); n > 0 {
 		e.Logf("remove-containers", "removed %d pods from the container runtime at %s", n, endpoint)

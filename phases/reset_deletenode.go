@@ -34,14 +34,13 @@ func runResetDeleteNode(ctx context.Context, e *host.Env, s *ResetState) error {
 	if err != nil {
 		return err
 	}
+	if found {
+		s.Change(e, "delete-node", host.EffectAPI, "delete Node %q", r.Node)
+	}
 	if s.Opts.DryRun {
-		if found {
-			s.Plan(e, "delete-node", "delete Node %q", r.Node)
-		}
 		return nil
 	}
 	r.NodeDeleted = true
-	s.MarkChanged()
 	e.Logf("delete-node", "deleted Node %q", r.Node)
 	return nil
 }

@@ -36,7 +36,7 @@ func runResetEtcdMember(ctx context.Context, e *host.Env, s *ResetState) error {
 	warn := func(format string, a ...any) { s.Warn(e, "remove-etcd-member", format, a...) }
 	id, gone, err := removeEtcdMember(ctx, e, s.EtcdManifest, s.Opts.AllowEtcdQuorumLoss, warn, func(id uint64, what string) bool {
 		if s.Opts.DryRun {
-			s.Plan(e, "remove-etcd-member", "remove etcd member %x (%s)", id, what)
+			s.Change(e, "remove-etcd-member", host.EffectAPI, "remove etcd member %x (%s)", id, what)
 			return false
 		}
 		removeStaticPods(ctx, e, s, "remove-etcd-member", path.Join(host.ManifestsDir, "etcd.yaml"), []int{s.APIServerPort, 10257, 10259})
@@ -47,7 +47,7 @@ func runResetEtcdMember(ctx context.Context, e *host.Env, s *ResetState) error {
 	}
 	if id != "" {
 		s.Report.EtcdMemberRemoved = id
-		s.MarkChanged()
+		s.Change(e, "remove-etcd-member", host.EffectAPI, "remove etcd member %s", id)
 	}
 	s.EtcdDataMayGo = s.EtcdDataMayGo || gone
 	return nil

@@ -103,26 +103,21 @@ func runResetFiles(_ context.Context, e *host.Env, s *ResetState) error {
 		if _, err := os.Lstat(p); err != nil {
 			continue
 		}
-		if s.Opts.DryRun {
-			if s.planRemoval(clean) {
-				s.Plan(e, "remove-files", "remove %s", clean)
-			}
-			continue
-		}
-		if err := e.Fx().Remove(clean); err != nil { // a symlink itself is removed, never its target
+		removed, err := s.remove(e, "remove-files", clean) // a symlink itself is removed, never its target
+		if err != nil {
 			return operr.Wrap(operr.Other, err, "cannot remove "+clean, "")
 		}
-		r.RemovedFiles = append(r.RemovedFiles, clean)
+		if removed {
+			r.RemovedFiles = append(r.RemovedFiles, clean)
+		}
 	}
 	if e.Exists(JournalPath) {
-		if s.Opts.DryRun {
-			s.Plan(e, "remove-files", "remove the join journal %s", JournalPath)
-			return nil
-		}
 		if err := RemoveJournal(e); err != nil {
 			return err
 		}
-		s.MarkChanged() // the journal is a record, not counted by the effects: the node held a join
+		if s.Opts.DryRun {
+			e.Logf("remove-files", "would remove the join journal %s", JournalPath)
+		}
 	}
 	if s.Opts.DryRun {
 		return nil

@@ -9,37 +9,50 @@ import (
 // ResetKubelet stops the kubelet, and disables its unit when the join enabled it (a unit that
 // was enabled before the join stays enabled, as kubeadm reset leaves it).
 //
-//	Reads:  the kubelet service state, s.Journal.EnabledKubelet, s.Opts.DryRun
-//	Writes: s.Report.KubeletStopped, s.Report.KubeletDisabled, s.kubeletStopping
+//	Reads:  the kubelet service state, s.Journal.EnabledKubelet
+//	Writes: systemctl disable, stop kubelet; s.Report.KubeletStopped, s.Report.KubeletDisabled, s.kubeletStopping
 var ResetKubelet = ResetPhase{Name: "stop-kubelet", Short: "Stop the kubelet", Run: runResetKubelet}
 
 func runResetKubelet(ctx context.Context, e *host.Env, s *ResetState) error {
-	if s.Opts.DryRun {
-		if s.Journal != nil && s.Journal.EnabledKubelet {
-			s.Plan(e, "stop-kubelet", "disable the kubelet unit (the join enabled it)")
-		}
-		if _, err := e.Exec.Run(ctx, "systemctl", "is-active", "--quiet", "kubelet"); err == nil {
-			s.Plan(e, "stop-kubelet", "stop the kubelet")
-			s.kubeletStopping = true
-		}
-		return nil
+	disabled, stopped := stopUnit(ctx, e, s, "stop-kubelet", "kubelet", s.Journal != nil && s.Journal.EnabledKubelet)
+	s.kubeletStopping = stopped // in a dry run: would be, so mark-node plans its step
+	if !e.Fx().Planning() {
+		s.Report.KubeletDisabled, s.Report.KubeletStopped = disabled, stopped
 	}
-	if s.Journal != nil && s.Journal.EnabledKubelet {
-		if err := e.Fx().Service(ctx, "disable", "kubelet"); err != nil {
-			s.Warn(e, "stop-kubelet", "could not disable the kubelet unit the join enabled: %v", err)
-		} else {
-			s.Report.KubeletDisabled = true
-			e.Logf("stop-kubelet", "disabled the kubelet unit (the join had enabled it)")
-		}
-	}
-	if _, err := e.Exec.Run(ctx, "systemctl", "is-active", "--quiet", "kubelet"); err != nil {
-		return nil
-	}
-	if err := e.Fx().Service(ctx, "stop", "kubelet"); err != nil {
-		s.Warn(e, "stop-kubelet", "could not stop the kubelet: %v", err)
-		return nil
-	}
-	s.Report.KubeletStopped, s.kubeletStopping = true, true
-	e.Logf("stop-kubelet", "stopped the kubelet")
 	return nil
+}
+
+// stopUnit stops a unit reset takes down, through the run's effects, and first disables it
+// when the join enabled it (enabledByJoin). It reports whether the unit was (in a dry run:
+// would be) disabled, and stopped (it was active). A unit that will not stop or disable is
+// warned about, and the reset goes on.
+func stopUnit(ctx context.Context, e *host.Env, s *ResetState, phase, unit string, enabledByJoin bool) (disabled, stopped bool) {
+	fx := e.Fx()
+	did := func(verb string) string {
+		if fx.Planning() {
+			return "would " + verb
+		}
+		return verb + "d"
+	}
+	if enabledByJoin {
+		if err := fx.Service(ctx, "disable", unit); err != nil {
+			s.Warn(e, phase, "could not disable the %s unit, which the join enabled: %v", unit, err)
+		} else {
+			disabled = true
+			e.Logf(phase, "%s the %s unit (the join had enabled it)", did("disable"), unit)
+		}
+	}
+	if _, err := e.Exec.Run(ctx, "systemctl", "is-active", "--quiet", unit); err != nil {
+		return disabled, false
+	}
+	if err := fx.Service(ctx, "stop", unit); err != nil {
+		s.Warn(e, phase, "could not stop the %s unit: %v", unit, err)
+		return disabled, false
+	}
+	if fx.Planning() {
+		e.Logf(phase, "would stop the %s unit", unit)
+	} else {
+		e.Logf(phase, "stopped the %s unit", unit)
+	}
+	return disabled, true
 }

@@ -38,15 +38,13 @@ var ResetMarkNode = ResetPhase{
 
 func runResetMarkNode(ctx context.Context, e *host.Env, s *ResetState) error {
 	r := s.Report
-	if s.Opts.DryRun {
-		s.Plan(e, "mark-node", "mark Node %q not ready (Ready=Unknown) with its own credentials", r.Node)
-		return nil
+	if !s.Opts.DryRun {
+		if err := markNodeGone(ctx, e, r.Node, clusterServer(e, s.Journal)); err != nil {
+			s.Warn(e, "mark-node", "could not mark Node %q not ready (%v); it turns NotReady after the node monitor grace period", r.Node, err)
+			return nil
+		}
 	}
-	if err := markNodeGone(ctx, e, r.Node, clusterServer(e, s.Journal)); err != nil {
-		s.Warn(e, "mark-node", "could not mark Node %q not ready (%v); it turns NotReady after the node monitor grace period", r.Node, err)
-		return nil
-	}
-	s.MarkChanged()
+	s.Change(e, "mark-node", host.EffectAPI, "mark Node %q not ready (Ready=Unknown) with its own credentials", r.Node)
 	return nil
 }
 

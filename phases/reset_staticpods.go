@@ -53,13 +53,7 @@ func removeStaticPods(ctx context.Context, e *host.Env, s *ResetState, phase, ke
 		if st, err := os.Lstat(e.Paths.Of(hostPath)); err != nil || !st.Mode().IsRegular() {
 			continue
 		}
-		if s.Opts.DryRun {
-			if s.planRemoval(hostPath) {
-				s.Plan(e, phase, "remove %s (the kubelet stops its pod)", hostPath)
-			}
-			continue
-		}
-		if err := e.Fx().Remove(hostPath); err == nil {
+		if ok, err := s.remove(e, phase, hostPath); err == nil && ok {
 			r.RemovedFiles = append(r.RemovedFiles, hostPath)
 			removed++
 		}

@@ -92,30 +92,24 @@ type Repair struct {
 // warnings.
 type Record struct {
 	Warnings []string
-	// changes counts the changes made to the cluster that are not in the effect log.
-	changes int
 	// fx are the run's effects (set by the runner): the one record of what changed on the
 	// node, and in a dry run of what would.
 	fx host.Effects
 }
 
-// MarkChanged records a change to the cluster the effect log does not hold.
-func (r *Record) MarkChanged() { r.changes++ }
-
 // changeCount counts the changes made (planned, in a dry run) so far: a phase that made none
 // reports "unchanged".
 func (r *Record) changeCount() int {
-	n := r.changes
-	if r.fx != nil {
-		n += host.Changes(r.fx.Log())
+	if r.fx == nil {
+		return 0
 	}
-	return n
+	return host.Changes(r.fx.Log())
 }
 
 // Changed reports whether anything on the host or in the cluster was changed (in a dry run,
 // nothing was).
 func (r *Record) Changed() bool {
-	return r.changes > 0 || (r.fx != nil && !r.fx.Planning() && host.Changes(r.fx.Log()) > 0)
+	return r.fx != nil && !r.fx.Planning() && host.Changes(r.fx.Log()) > 0
 }
 
 // effects gives the run its effects (planned in a dry run; applied with before as the hook

@@ -97,7 +97,7 @@ func runTLSBootstrap(ctx context.Context, e *host.Env, s *State) error {
 			return err
 		}
 		csrName = created.Name
-		s.MarkChanged()
+		e.Fx().API("create CSR " + csrName + " for system:node:" + name)
 		if j := s.Journal; j != nil {
 			j.CSR, j.PendingKey = csrName, pendingKeyPath
 			if err := j.Save(e); err != nil {
