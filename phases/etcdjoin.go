@@ -175,16 +175,12 @@ func journalMember(s *State) uint64 {
 // dry run, would remove: action).
 func recordEtcdRepairs(e *host.Env, s *State, res *etcd.Result, action string) {
 	if m := res.Replaced; m != nil {
-		if !s.Opts.DryRun {
-			e.Fx().API(fmt.Sprintf("remove etcd member %x (%s), the voter of the machine this node replaces", m.ID, m.Name))
-		}
+		e.Fx().API(fmt.Sprintf("remove etcd member %x (%s), the voter of the machine this node replaces", m.ID, m.Name))
 		s.Repairs = append(s.Repairs, Repair{Kind: "etcd-member", Name: m.Name, ID: fmt.Sprintf("%x", m.ID), Action: action,
 			Detail: fmt.Sprintf("the voter of the machine this node replaces (%s, %s); this node joined as a new member", m.PeerURL, m.Kind())})
 	}
 	for _, m := range res.RemovedLearners {
-		if !s.Opts.DryRun {
-			e.Fx().API(fmt.Sprintf("remove etcd learner %x (%s), left by a join that did not finish", m.ID, m.Name))
-		}
+		e.Fx().API(fmt.Sprintf("remove etcd learner %x (%s), left by a join that did not finish", m.ID, m.Name))
 		s.Repairs = append(s.Repairs, Repair{Kind: "etcd-learner", Name: m.Name, ID: fmt.Sprintf("%x", m.ID), Action: action,
 			Detail: fmt.Sprintf("a learner left by a join that did not finish (%s, %s)", m.PeerURL, m.Kind())})
 	}

@@ -316,6 +316,9 @@ func TestControlPlaneDryRunPlansEtcdRepairs(t *testing.T) {
 	if len(s.Repairs) != 1 || s.Repairs[0].Kind != "etcd-learner" || s.Repairs[0].ID != "77" || s.Repairs[0].Action != "would remove" || s.Changed() {
 		t.Errorf("repairs %+v changed %v", s.Repairs, s.Changed())
 	}
+	if plan := strings.Join(s.PlannedActions(), "\n"); !strings.Contains(plan, "remove etcd learner 77") {
+		t.Errorf("the plan does not list the learner's removal:\n%s", plan)
+	}
 	s = &State{Opts: c.options(t)}
 	s.Opts.DryRun = true
 	_, err := Run(context.Background(), c.env, s, Join, RunOptions{})
