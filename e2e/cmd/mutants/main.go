@@ -54,6 +54,9 @@ var mutations = []mutation{
 	{"approver/approver.go", "Approver.judgeBound", "\t\tcase err == nil:\n\t\t\tv = Verdict{", "\t\tcase false:\n\t\t\tv = Verdict{", "./approver", "TestSingleUseTokenRefusesAnExistingNodesName"},
 	{"phases/approver.go", "runStartApprover", "func(j *Journal) *bool { return &j.EnabledApprover }", "func(*Journal) *bool { return new(bool) }", "./phases", "TestControlPlaneJoinStartsTheApprover"},
 	{"tlsbootstrap/tlsbootstrap.go", "waitFrom", "\t\tcase seen != nil:", "\t\tcase false:", "./tlsbootstrap", "TestWaitCreatedWatchesFromTheCreatesAnswer"},
+	{"phases/reset.go", "ResetState.remove", "\t\tif f.Kind == host.EffectRemove && f.Path == hostPath {", "\t\tif false {", "./phases", "TestLeaveControlPlaneDryRunPlansEachRemovalOnce"},
+	{"phases/reset_kubelet.go", "stopUnit", "\tif enabledByJoin {", "\tif true {", "./phases", "TestResetDisablesOnlyTheUnitTheJoinEnabled"},
+	{"phases/reset_kubelet.go", "runResetKubelet", "\tif !e.Fx().Planning() {", "\tif true {", "./phases", "TestResetDryRunChangesNothing"},
 	{"phases/reset_staticpods.go", "removeStaticPods", "\t\tif path.Dir(path.Clean(t)) != host.ManifestsDir || !strings.HasSuffix(t, \".yaml\") || path.Clean(t) == keep {", "\t\tif path.Clean(t) == keep {", "./phases", "TestResetWith"},
 }
 
