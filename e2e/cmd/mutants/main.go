@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 )
 
@@ -61,8 +62,17 @@ var mutations = []mutation{
 }
 
 func main() {
+	// An optional argument, a regular expression, picks the mutations whose declaration it
+	// matches (go run ./e2e/cmd/mutants 'stopUnit|waitFrom'): a quick check of new entries.
+	var only *regexp.Regexp
+	if len(os.Args) > 1 {
+		only = regexp.MustCompile(os.Args[1])
+	}
 	survived := 0
 	for _, m := range mutations {
+		if only != nil && !only.MatchString(m.decl) {
+			continue
+		}
 		orig, err := os.ReadFile(m.file)
 		if err != nil {
 			fmt.Println("MISSING", m.file, err)
