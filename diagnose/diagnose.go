@@ -141,6 +141,9 @@ type diagnosis struct {
 	kube kubernetes.Interface
 	// from the checks
 	status map[string]verify.Status
+	// kubeletExited: the kubelet is not running because it exited on its own (systemd is
+	// restarting it, or gave up), not because it was stopped.
+	kubeletExited bool
 }
 
 func (g *diagnosis) add(c Check) {

@@ -325,6 +325,17 @@ func TestFaultsNamedByTheVerdict(t *testing.T) {
 			n.runner.log = crashLog
 			n.issueCert(t, time.Now().Add(-48*time.Hour), time.Now().Add(-time.Hour))
 		}, "cert.validity"},
+		{"expired certificate, the kubelet between two restarts", func(t *testing.T, n *node) { // as systemd shows it most of the time
+			unhealthy(t, n)
+			n.runner.kubeletUp = false
+			n.runner.show = "NRestarts=2\nActiveState=activating\nSubState=auto-restart\nResult=exit-code\nExecMainStatus=1\n"
+			n.issueCert(t, time.Now().Add(-48*time.Hour), time.Now().Add(-time.Hour))
+		}, "cert.validity"},
+		{"expired certificate, the kubelet stopped by hand", func(t *testing.T, n *node) { // start it first
+			n.runner.kubeletUp = false
+			n.runner.show = "NRestarts=0\nActiveState=inactive\nSubState=dead\nResult=success\n"
+			n.issueCert(t, time.Now().Add(-48*time.Hour), time.Now().Add(-time.Hour))
+		}, "kubelet.service"},
 		{"disk pressure", func(t *testing.T, n *node) {
 			n.deps.Statfs = func(string) (uint64, uint64, error) { return 1 << 30, 100 << 30, nil }
 		}, "res.nodefs"},

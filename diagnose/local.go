@@ -82,6 +82,7 @@ func (g *diagnosis) kubeletChecks(ctx context.Context) {
 			ev += fmt.Sprintf("; systemd: %s/%s, result %s", st, props["SubState"], props["Result"])
 		}
 		g.fail("kubelet.service", "the kubelet service is not running", ev)
+		g.kubeletExited = props["SubState"] == "auto-restart" || (props["Result"] != "" && props["Result"] != "success")
 	} else {
 		ev := "active"
 		if n, ok := props["NRestarts"]; ok {

@@ -32,12 +32,15 @@ var causes = []struct{ id, cause, next string }{
 }
 
 // crashCauses explain a kubelet that exits at start: when one of them failed, it is the
-// verdict, and the crash loop only its symptom.
+// verdict, and the crash loop only its symptom — and so is a kubelet found between two of
+// its restarts (not running, having exited on its own). A kubelet stopped by hand is still
+// "not running" first.
 var crashCauses = []string{"kubelet.flags", "cert.validity", "cert.node", "api.config", "cri.reachable"}
 
 func (g *diagnosis) verdict() Verdict {
 	for _, c := range causes {
-		if c.id == "kubelet.crashloop" && slices.ContainsFunc(crashCauses, g.failed) {
+		symptom := c.id == "kubelet.crashloop" || (c.id == "kubelet.service" && g.kubeletExited)
+		if symptom && slices.ContainsFunc(crashCauses, g.failed) {
 			continue
 		}
 		if g.failed(c.id) {

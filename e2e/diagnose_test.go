@@ -320,6 +320,19 @@ func TestDiagnoseFaults(t *testing.T) {
 		if err := os.Symlink("/var/lib/kubelet/pki/kubelet-client-expired.pem", current); err != nil {
 			t.Fatal(err)
 		}
+		restore := func() {
+			_ = os.Remove(current)
+			if err := os.Symlink(target, current); err != nil {
+				t.Error(err)
+			}
+			c.Run(t, "w7", "systemctl", "restart", "kubelet")
+		}
+		restored := false
+		defer func() { // a failed wait still gives w7 its certificate back for what follows
+			if !restored {
+				restore()
+			}
+		}()
 		c.MustRun(t, "w7", "systemctl", "restart", "kubelet")
 		out := waitDiagnosis(t, c, "w7", "cert.validity", 30*time.Second)
 		for _, ch := range out.Checks {
@@ -327,11 +340,8 @@ func TestDiagnoseFaults(t *testing.T) {
 				t.Logf("cert.validity: %s (%s)", ch.Summary, ch.Evidence)
 			}
 		}
-		_ = os.Remove(current)
-		if err := os.Symlink(target, current); err != nil {
-			t.Fatal(err)
-		}
-		c.MustRun(t, "w7", "systemctl", "restart", "kubelet")
+		restore()
+		restored = true
 		healthy(t)
 	})
 	if err := wait.PollUntilContextTimeout(context.Background(), time.Second, time.Minute, true, func(context.Context) (bool, error) {

@@ -58,6 +58,7 @@ var mutations = []mutation{
 	{"phases/reset.go", "ResetState.remove", "\t\tif f.Kind == host.EffectRemove && f.Path == hostPath {", "\t\tif false {", "./phases", "TestLeaveControlPlaneDryRunPlansEachRemovalOnce"},
 	{"phases/reset_kubelet.go", "stopUnit", "\tif enabledByJoin {", "\tif true {", "./phases", "TestResetDisablesOnlyTheUnitTheJoinEnabled"},
 	{"phases/reset_kubelet.go", "runResetKubelet", "\tif !e.Fx().Planning() {", "\tif true {", "./phases", "TestResetDryRunChangesNothing"},
+	{"diagnose/local.go", "diagnosis.kubeletChecks", "g.kubeletExited = props[", "_ = props[", "./diagnose", "TestFaultsNamedByTheVerdict"},
 	{"phases/reset_staticpods.go", "removeStaticPods", "\t\tif path.Dir(path.Clean(t)) != host.ManifestsDir || !strings.HasSuffix(t, \".yaml\") || path.Clean(t) == keep {", "\t\tif path.Clean(t) == keep {", "./phases", "TestResetWith"},
 }
 
