@@ -8,7 +8,7 @@ var causes = []struct{ id, cause, next string }{
 	{"kubelet.crashloop", "the kubelet keeps exiting at start (a crash loop)", "fix what it exits with (the kubelet.crashloop evidence: often config.yaml, kubelet.conf or the runtime endpoint), then systemctl restart kubelet"},
 	{"kubelet.flags", "the kubelet gets no kubeconfig and configuration from its unit (the drop-in passing the join's files is missing)", "restore the kubelet unit's drop-in (10-kjoin.conf from the kjoin package, or kubeadm's 10-kubeadm.conf), then systemctl daemon-reload && systemctl restart kubelet"},
 	{"kubelet.service", "the kubelet is not running", "start it: systemctl enable --now kubelet; then journalctl -xeu kubelet for why it stopped"},
-	{"cert.validity", "the kubelet's client certificate is expired or not valid", "rejoin the node (kjoin reset, then kjoin join), or issue a new client certificate; keep rotateCertificates on"},
+	{"cert.validity", "the kubelet's client certificate is expired or not valid", "renew it in place: kjoin token create on a control plane, then kjoin join here with the node's usual flags (it keeps the Node and its other files); keep rotateCertificates on"},
 	{"cert.node", "the kubelet's certificate is for another node", "rejoin the node under its own name (kjoin reset, then kjoin join)"},
 	{"api.config", "kubelet.conf does not name a usable API server", "rejoin the node, or fix server: in /etc/kubernetes/kubelet.conf"},
 	{"api.dns", "the API server's name does not resolve from this node", "fix DNS or /etc/hosts for the name in kubelet.conf"},
