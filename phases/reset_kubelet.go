@@ -28,18 +28,19 @@ func runResetKubelet(ctx context.Context, e *host.Env, s *ResetState) error {
 // warned about, and the reset goes on.
 func stopUnit(ctx context.Context, e *host.Env, s *ResetState, phase, unit string, enabledByJoin bool) (disabled, stopped bool) {
 	fx := e.Fx()
-	did := func(verb string) string {
+	// did says what was done, or in a dry run what would be.
+	did := func(verb, done string) string {
 		if fx.Planning() {
 			return "would " + verb
 		}
-		return verb + "d"
+		return done
 	}
 	if enabledByJoin {
 		if err := fx.Service(ctx, "disable", unit); err != nil {
 			s.Warn(e, phase, "could not disable the %s unit, which the join enabled: %v", unit, err)
 		} else {
 			disabled = true
-			e.Logf(phase, "%s the %s unit (the join had enabled it)", did("disable"), unit)
+			e.Logf(phase, "%s the %s unit (the join had enabled it)", did("disable", "disabled"), unit)
 		}
 	}
 	if _, err := e.Exec.Run(ctx, "systemctl", "is-active", "--quiet", unit); err != nil {
@@ -49,10 +50,6 @@ func stopUnit(ctx context.Context, e *host.Env, s *ResetState, phase, unit strin
 		s.Warn(e, phase, "could not stop the %s unit: %v", unit, err)
 		return disabled, false
 	}
-	if fx.Planning() {
-		e.Logf(phase, "would stop the %s unit", unit)
-	} else {
-		e.Logf(phase, "stopped the %s unit", unit)
-	}
+	e.Logf(phase, "%s the %s unit", did("stop", "stopped"), unit)
 	return disabled, true
 }

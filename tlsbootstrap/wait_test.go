@@ -49,6 +49,14 @@ func (c *calls) String() string {
 	return strings.Join(c.log, ",")
 }
 
+// issued is csr approved and signed (certificate "issued") at resource version rv.
+func issued(csr *certificatesv1.CertificateSigningRequest, rv string) *certificatesv1.CertificateSigningRequest {
+	csr.ResourceVersion = rv
+	csr.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue}}
+	csr.Status.Certificate = []byte("issued")
+	return csr
+}
+
 // A watch the server ends is watched again from the last version it delivered, without
 // reading the CSR again: one read in all.
 func TestCSRWatchResumesFromTheLastVersion(t *testing.T) {
@@ -73,10 +81,7 @@ func TestCSRWatchResumesFromTheLastVersion(t *testing.T) {
 				w.Stop()
 				return
 			}
-			cur.ResourceVersion = "8"
-			cur.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue}}
-			cur.Status.Certificate = []byte("issued")
-			w.Modify(cur)
+			w.Modify(issued(cur, "8"))
 		}()
 		return true, w, nil
 	})
@@ -113,10 +118,7 @@ func TestWaitCreatedWatchesFromTheCreatesAnswer(t *testing.T) {
 		w := watch.NewFake()
 		cur := created.DeepCopy()
 		go func() {
-			cur.ResourceVersion = "6"
-			cur.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue}}
-			cur.Status.Certificate = []byte("issued")
-			w.Modify(cur)
+			w.Modify(issued(cur, "6"))
 		}()
 		return true, w, nil
 	})
