@@ -144,6 +144,22 @@ func assertOnlyOwnEtcdRestarted(t *testing.T, c *framework.Cluster, r lab.Result
 	if len(logs) != want {
 		t.Errorf("%s's etcd container ran %d times (%v), want %d (restart reported: %v)", host, len(logs), logs, want, restarted)
 	}
+	if restarted && len(logs) == 2 {
+		// The restart was justified: the join knew it from the learner's own state (not by
+		// time), and the first run of the learner had applied the leader's snapshot and never
+		// published its name (so it was waiting out its request timeout, not about to serve).
+		if !strings.Contains(r.Stderr, "inside the leader's snapshot") {
+			t.Errorf("%s: the join restarted its learner without reading its state:\n%s", host, framework.Tail(r.Stderr, 20))
+		}
+		slices.Sort(logs)
+		first, err := os.ReadFile(logs[0])
+		switch {
+		case err != nil:
+			t.Errorf("read the restarted learner's first log: %v", err)
+		case !strings.Contains(string(first), "applied snapshot") || strings.Contains(string(first), "published local member to cluster through raft"):
+			t.Errorf("%s: the restarted learner's first run did not stall in its publish after the leader's snapshot (%s):\n%s", host, logs[0], framework.Tail(string(first), 15))
+		}
+	}
 	for h, pids := range before {
 		if now := c.Pids(h, "etcd"); len(pids) == 0 || !slices.Equal(now, pids) {
 			t.Errorf("%s's etcd changed during %s's join: pids %v before, %v after", h, host, pids, now)

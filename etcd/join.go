@@ -33,10 +33,15 @@ type Join struct {
 	Status      func(ctx context.Context, endpoint string) (*clientv3.StatusResponse, error)
 	QuorumGrace time.Duration
 	// Restart restarts this node's etcd process (the kubelet starts it again); nil: never.
-	// Used once at most, on a learner that has started but does not serve (see unstall).
+	// Used once at most, on a learner whose start-up publish has stalled (see unstall).
 	Restart func() error
+	// Local reads this node's etcd member's own state (MetricsState); with it a stalled
+	// publish is known for certain, without a grace period, and a learner still receiving
+	// the leader's snapshot is never restarted. nil, or when it fails: StallGrace decides.
+	Local func(ctx context.Context) (LocalState, error)
 	// StallGrace is how long a started learner may not serve clients before it counts as
-	// stalled (default 600 ms: a member that is not stalled serves as soon as its name is listed).
+	// stalled when Local cannot tell (default 600 ms: a member that is not stalled serves as
+	// soon as its name is listed).
 	StallGrace time.Duration
 	// FreshData is true when this node's etcd data directory was empty as the join began: a
 	// voting member with this node's peer URL is then another (earlier) machine's member,
@@ -348,58 +353,163 @@ func (j *Join) waitStarted(ctx context.Context, id uint64) (*etcdserverpb.Member
 	}
 }
 
-// unstall restarts a started learner that does not serve clients. etcd serves clients only
-// once its start-up publish of its own name returns. When that entry reaches the new member
-// inside the leader's snapshot instead of as a log entry (the leader commits it before it
-// builds the snapshot: in the lab, most joins), the member never sees its request
-// applied and waits out etcd's request timeout (7 s with kubeadm's flags) before it
-// publishes again, although every member already lists its name; this node's API server
-// waits on it. A learner holds no vote, so restarting it costs the cluster nothing, and the
-// restarted member publishes at once. Once at most; promotion waits until it serves again,
-// since a learner that is down can still look caught up to the leader.
+// unstall restarts a started learner whose start-up publish has stalled. etcd serves clients
+// only once its request to publish its own name has been applied by the member itself. A
+// new member learns the leader from the heartbeat whose answer starts the leader's probe of
+// its (empty) log, and proposes its publish at once; the leader commits that entry in the
+// same round trip in which it finds the member needs a snapshot (v3.7 compacts the leader's
+// log every 100 entries and never keeps index 1, so past a cluster's first 100 writes every
+// new member gets one), and etcd builds the snapshot
+// only after applying what that round committed (server.go, applyAll: msgSnapC is read after
+// applyEntries). So the publish usually reaches the member inside the
+// snapshot, not as a log entry: the member never sees its request applied and waits out
+// etcd's request timeout (7 s with kubeadm's flags) before it publishes again, although
+// every member already lists its name, and this node's API server waits on it. Nothing on
+// the joining node orders the two (the leader's log compaction and the member's flags are
+// the cluster's), so the join restarts the learner: it holds no vote, so restarting it costs
+// the cluster nothing, and the restarted member publishes as a log entry at once. Once at
+// most; promotion waits until it serves again, since a learner that is down can still look
+// caught up to the leader.
 func (j *Join) unstall(ctx context.Context, m *etcdserverpb.Member) error {
 	if j.Restart == nil || j.Status == nil || len(m.ClientURLs) == 0 || !m.IsLearner {
 		return nil
 	}
 	endpoint := m.ClientURLs[0]
-	serving := func() bool {
-		cctx, cancel := context.WithTimeout(ctx, j.StallGrace)
-		defer cancel()
-		_, err := j.Status(cctx, endpoint)
-		return err == nil
-	}
-	since := j.Clock.Now()
-	for !serving() {
-		if j.Clock.Since(since) < j.StallGrace {
-			select {
-			case <-ctx.Done():
-				return nil // promote reports the timeout
-			case <-j.Clock.After(j.Interval):
-			}
-			continue
-		}
-		j.Logf("learner %x has started but does not serve clients at %s after %s: etcd is waiting out its request timeout on its start-up publish; restarting it (a learner holds no vote)",
-			m.ID, endpoint, j.Clock.Since(since).Round(time.Millisecond))
-		if err := j.Restart(); err != nil {
-			j.Logf("could not restart etcd: %v; waiting for it instead", err)
-			return nil
-		}
-		restarted := j.Clock.Now()
-		for !serving() {
-			if qerr := j.quorumLost(ctx); qerr != nil {
-				return qerr
-			}
-			select {
-			case <-ctx.Done():
-				return operr.Newf(operr.Timeout, "etcd learner %x (%s) did not serve clients at %s within %s of its restart", m.ID, j.Name, endpoint, j.Clock.Since(restarted).Round(time.Second)).
-					WithHint("check the etcd pod on this node: crictl ps -a --name etcd; crictl logs <id>")
-			case <-j.Clock.After(j.Interval):
-			}
-		}
-		j.Logf("learner %x serves clients %s after its restart", m.ID, j.Clock.Since(restarted).Round(time.Millisecond))
+	stalled, why := j.publishStalled(ctx, m)
+	if !stalled {
 		return nil
 	}
+	j.Logf("learner %x has started but does not serve clients at %s: %s; restarting it (a learner holds no vote)", m.ID, endpoint, why)
+	if err := j.Restart(); err != nil {
+		j.Logf("could not restart etcd: %v; waiting for it instead", err)
+		return nil
+	}
+	restarted := j.Clock.Now()
+	for !j.serving(ctx, endpoint) {
+		if qerr := j.quorumLost(ctx); qerr != nil {
+			return qerr
+		}
+		select {
+		case <-ctx.Done():
+			return operr.Newf(operr.Timeout, "etcd learner %x (%s) did not serve clients at %s within %s of its restart", m.ID, j.Name, endpoint, j.Clock.Since(restarted).Round(time.Second)).
+				WithHint("check the etcd pod on this node: crictl ps -a --name etcd; crictl logs <id>")
+		case <-j.Clock.After(j.Interval):
+		}
+	}
+	j.Logf("learner %x serves clients %s after its restart", m.ID, j.Clock.Since(restarted).Round(time.Millisecond))
 	return nil
+}
+
+// serving reports whether the member at endpoint answers a status call within StallGrace.
+func (j *Join) serving(ctx context.Context, endpoint string) bool {
+	cctx, cancel := context.WithTimeout(ctx, j.StallGrace)
+	defer cancel()
+	_, err := j.Status(cctx, endpoint)
+	return err == nil
+}
+
+// stallConfirm is how long the learner's state must show a stalled publish before the join
+// believes it: a publish applied as a log entry is answered within microseconds, between
+// which the applied index and the pending count may be read apart.
+const stallConfirm = 100 * time.Millisecond
+
+// publishStalled reports whether the learner's publish has stalled, and how that is known.
+// With Local: the learner has applied at least what a voter had applied once it listed the
+// learner's name (so the publish entry is in the learner's state) while its publish request
+// is still pending. A learner still catching up (receiving the leader's snapshot, however
+// long that takes) is not stalled; one whose publish was applied is not either. Without
+// Local, or when it fails: the learner does not serve for StallGrace.
+func (j *Join) publishStalled(ctx context.Context, m *etcdserverpb.Member) (bool, string) {
+	if j.Local != nil {
+		if published, err := j.votersApplied(ctx, m.ID); err != nil {
+			j.Logf("cannot read the voters' applied index (%v): judging learner %x by time", err, m.ID)
+		} else if stalled, why, err := j.watchPublish(ctx, m, published); err != nil {
+			j.Logf("cannot read learner %x's own state (%v): judging it by time", m.ID, err)
+		} else {
+			return stalled, why
+		}
+	}
+	endpoint := m.ClientURLs[0]
+	since := j.Clock.Now()
+	for !j.serving(ctx, endpoint) {
+		if j.Clock.Since(since) >= j.StallGrace {
+			return true, fmt.Sprintf("it has not served for %s since it was listed: etcd is likely waiting out its request timeout on its start-up publish", j.Clock.Since(since).Round(time.Millisecond))
+		}
+		select {
+		case <-ctx.Done():
+			return false, "" // promote reports the timeout
+		case <-j.Clock.After(j.Interval):
+		}
+	}
+	return false, ""
+}
+
+// votersApplied is the highest raft index the voting members (but skip) report applied. The
+// member list that named the learner came from a member that had applied its publish, so
+// this index is at or past the publish entry.
+func (j *Join) votersApplied(ctx context.Context, skip uint64) (uint64, error) {
+	var best uint64
+	answered := 0
+	var lastErr error
+	for _, m := range j.members {
+		if m.IsLearner || m.ID == skip || len(m.ClientURLs) == 0 {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, j.CallTimeout)
+		st, err := j.Status(cctx, m.ClientURLs[0])
+		cancel()
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		answered++
+		best = max(best, st.RaftAppliedIndex)
+	}
+	if answered == 0 {
+		if lastErr == nil {
+			lastErr = errors.New("no voting member with a client URL")
+		}
+		return 0, lastErr
+	}
+	return best, nil
+}
+
+// watchPublish reads the learner's own state until it shows the publish applied (not
+// stalled) or stalled for stallConfirm; err when the state cannot be read.
+func (j *Join) watchPublish(ctx context.Context, m *etcdserverpb.Member, published uint64) (bool, string, error) {
+	const every = 25 * time.Millisecond
+	var since time.Time
+	start, said := j.Clock.Now(), false
+	for {
+		st, err := j.Local(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return false, "", nil // promote reports the timeout
+			}
+			return false, "", err
+		}
+		switch {
+		case st.Applied >= published && st.Pending == 0:
+			return false, "", nil
+		case st.Applied >= published:
+			if since.IsZero() {
+				since = j.Clock.Now()
+			} else if j.Clock.Since(since) >= stallConfirm {
+				return true, fmt.Sprintf("it has applied index %d, past its own publish (a voter had applied %d when it listed the learner), yet its publish request still waits: the entry came inside the leader's snapshot, and etcd waits out its request timeout before it publishes again", st.Applied, published), nil
+			}
+		default:
+			since = time.Time{}
+			if !said && j.Clock.Since(start) >= 2*time.Second {
+				j.Logf("learner %x is catching up: applied index %d of %d (the leader's snapshot)", m.ID, st.Applied, published)
+				said = true
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return false, "", nil
+		case <-j.Clock.After(every):
+		}
+	}
 }
 
 // promote retries every Interval (sub-second, no back-off): the learner is promoted as soon

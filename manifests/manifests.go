@@ -263,6 +263,29 @@ func Etcd(c *cc.ClusterConfiguration, n Node, members []Member) ([]byte, error) 
 	return marshal(p)
 }
 
+// EtcdMetricsURL is the plain-HTTP metrics URL of the etcd member Etcd renders for n
+// (kubeadm's http://127.0.0.1:2381, or the cluster's etcd extraArgs' listen-metrics-urls):
+// "" when the member serves its metrics over TLS only.
+func EtcdMetricsURL(c *cc.ClusterConfiguration, n Node) string {
+	value := "http://" + host.JoinHostPort(localhostOf(n.AdvertiseAddress), 2381)
+	if c.Etcd.Local != nil {
+		for _, a := range c.Etcd.Local.ExtraArgs {
+			if a.Name == "listen-metrics-urls" {
+				value = a.Value
+				break
+			}
+		}
+	}
+	for _, u := range strings.Split(value, ",") {
+		if u = strings.TrimSpace(u); strings.HasPrefix(u, "http://") {
+			// A wildcard listener is reached on the loopback address of its family.
+			u = strings.Replace(u, "//0.0.0.0:", "//127.0.0.1:", 1)
+			return strings.Replace(u, "//[::]:", "//[::1]:", 1)
+		}
+	}
+	return ""
+}
+
 // localhostOf is the loopback address of the advertise address's family (kubeadm: etcd and the
 // API server's etcd client use [::1] on an IPv6 control plane).
 func localhostOf(advertise string) string {

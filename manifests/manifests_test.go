@@ -185,3 +185,38 @@ func TestAuthorizationConfigDropsAuthorizationMode(t *testing.T) {
 		t.Errorf("without --authorization-config kubeadm's --authorization-mode=Node,RBAC stays:\n%s", cp["kube-apiserver"])
 	}
 }
+
+// The join reads its learner's metrics where the manifest it wrote serves them.
+func TestEtcdMetricsURLIsTheManifests(t *testing.T) {
+	for _, tc := range []struct {
+		name, advertise string
+		extra           []cc.Arg
+		want            string
+	}{
+		{"kubeadm's default", "10.0.0.1", nil, "http://127.0.0.1:2381"},
+		{"IPv6 control plane", "fd00::1", nil, "http://[::1]:2381"},
+		{"extraArgs, wildcard", "10.0.0.1", []cc.Arg{{Name: "listen-metrics-urls", Value: "https://10.0.0.1:2382,http://0.0.0.0:2390"}}, "http://127.0.0.1:2390"},
+		{"extraArgs, TLS only", "10.0.0.1", []cc.Arg{{Name: "listen-metrics-urls", Value: "https://127.0.0.1:2381"}}, ""},
+	} {
+		c, err := cc.Parse([]byte(clusterConfig))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Etcd.Local.ExtraArgs = tc.extra
+		n := Node{Name: "n", AdvertiseAddress: tc.advertise, BindPort: 6443}
+		if got := EtcdMetricsURL(c, n); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+		if tc.want == "" {
+			continue
+		}
+		b, err := Etcd(c, n, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		flag := regexp.MustCompile(`--listen-metrics-urls=(\S+)`).FindSubmatch(b)
+		if flag == nil || !strings.Contains(strings.NewReplacer("0.0.0.0", "127.0.0.1").Replace(string(flag[1])), strings.TrimPrefix(tc.want, "http://")) {
+			t.Errorf("%s: the manifest serves metrics at %s, the join reads %s", tc.name, flag, tc.want)
+		}
+	}
+}

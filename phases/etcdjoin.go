@@ -131,6 +131,7 @@ func runEtcdJoin(ctx context.Context, e *host.Env, s *State) error {
 		},
 		Logf:    func(f string, a ...any) { e.Logf("etcd-join", f, a...) },
 		Restart: func() error { return restartEtcd(e, s.Opts.NodeName, peerURL) },
+		Local:   etcdLocalState(e, manifests.EtcdMetricsURL(s.Cluster, manifestNode(e, s))),
 		WriteManifest: func(members []etcd.Member) error {
 			var ms []manifests.Member
 			for _, m := range members {
@@ -209,6 +210,21 @@ func claimEtcdDataDir(e *host.Env, s *State, dir string) (bool, error) {
 		return false, fmt.Errorf("create the etcd data directory %s: %w", dir, err)
 	}
 	return owned, nil
+}
+
+// etcdLocalState reads this node's etcd member's own state from its metrics URL (nil: the
+// member's metrics are not served over plain HTTP, or there is no HTTP client).
+func etcdLocalState(e *host.Env, metricsURL string) func(context.Context) (etcd.LocalState, error) {
+	if metricsURL == "" || e.HTTPClient == nil {
+		return nil
+	}
+	c := e.HTTPClient(nil)
+	read := etcd.MetricsState(c, metricsURL)
+	return func(ctx context.Context) (etcd.LocalState, error) {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		return read(cctx)
+	}
 }
 
 // restartEtcd stops this node's etcd (SIGTERM) so the kubelet starts it again: the one etcd
