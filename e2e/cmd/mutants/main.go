@@ -2,15 +2,19 @@
 // requires each to make its unit test fail (issue 20): a check that no test guards is a check
 // that can silently go. A mutation names its file, the declaration it lives in (a function,
 // "Type.Method", or a top-level name) and the code to change, matched with any spacing, so
-// moved code, reformatting and edits elsewhere in the file keep it. Every file is restored
-// after its run; exit 1 if a mutation survives or its code is gone (then update the list).
+// moved code, reformatting and edits elsewhere in the file keep it. Mutants are built from
+// overlays, never written into the tree; exit 1 if a mutation survives or its code is gone
+// (then update the list).
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 )
 
@@ -59,6 +63,7 @@ var mutations = []mutation{
 	{"phases/reset_kubelet.go", "stopUnit", "\tif enabledByJoin {", "\tif true {", "./phases", "TestResetDisablesOnlyTheUnitTheJoinEnabled"},
 	{"phases/reset_kubelet.go", "runResetKubelet", "\tif !e.Fx().Planning() {", "\tif true {", "./phases", "TestResetDryRunChangesNothing"},
 	{"diagnose/local.go", "diagnosis.kubeletChecks", "g.kubeletExited = props[", "_ = props[", "./diagnose", "TestFaultsNamedByTheVerdict"},
+	{"etcd/join.go", "Join.watchPublish", "\t\tcase st.Applied >= published:\n\t\t\tif since.IsZero() {", "\t\tcase st.Pending > 0:\n\t\t\tif since.IsZero() {", "./etcd", "TestJoinKnowsAStalledPublishFromTheLearnersState"},
 	{"phases/reset_staticpods.go", "removeStaticPods", "\t\tif path.Dir(path.Clean(t)) != host.ManifestsDir || !strings.HasSuffix(t, \".yaml\") || path.Clean(t) == keep {", "\t\tif path.Clean(t) == keep {", "./phases", "TestResetWith"},
 }
 
@@ -69,41 +74,82 @@ func main() {
 	if len(os.Args) > 1 {
 		only = regexp.MustCompile(os.Args[1])
 	}
-	survived := 0
-	for _, m := range mutations {
-		if only != nil && !only.MatchString(m.decl) {
-			continue
-		}
-		orig, err := os.ReadFile(m.file)
-		if err != nil {
-			fmt.Println("MISSING", m.file, err)
-			survived++
-			continue
-		}
-		mutated, err := apply(m.file, orig, m.decl, m.from, m.to)
-		if err != nil {
-			fmt.Printf("MISSING (update this list) %s: %v\n", m.file, err)
-			survived++
-			continue
-		}
-		if err := os.WriteFile(m.file, mutated, 0o644); err != nil {
-			fmt.Println(err)
-			os.Exit(1)
-		}
-		err = exec.Command("go", "test", "-count=1", "-run", m.run, m.pkg).Run()
-		if werr := os.WriteFile(m.file, orig, 0o644); werr != nil {
-			fmt.Println("cannot restore", m.file, werr)
-			os.Exit(1)
-		}
-		status := "KILLED"
-		if err == nil {
-			status = "SURVIVED"
-			survived++
-		}
-		fmt.Printf("%s %s %s | %.70s\n", status, m.file, m.decl, strings.Join(strings.Fields(m.from), " "))
+	dir, err := os.MkdirTemp("", "kjoin-mutants-")
+	if err != nil {
+		fmt.Println(err)
+		os.Exit(1)
 	}
+	var picked []mutation
+	for _, m := range mutations {
+		if only == nil || only.MatchString(m.decl) {
+			picked = append(picked, m)
+		}
+	}
+	// Each mutant is built from an overlay (go test -overlay): the source tree is never
+	// written, so mutants run side by side (one per CPU: each is mostly a compile and a link)
+	// and an interrupted run leaves nothing mutated behind. Results print as they finish.
+	type result struct {
+		line     string
+		survived bool
+	}
+	next, results := make(chan int), make(chan result)
+	for range max(1, min(runtime.NumCPU(), len(picked))) {
+		go func() {
+			for i := range next {
+				line, survived := run(picked[i], dir, i)
+				results <- result{line, survived}
+			}
+		}()
+	}
+	go func() {
+		for i := range picked {
+			next <- i
+		}
+		close(next)
+	}()
+	survived := 0
+	for range picked {
+		r := <-results
+		fmt.Println(r.line)
+		if r.survived {
+			survived++
+		}
+	}
+	_ = os.RemoveAll(dir)
 	if survived > 0 {
 		fmt.Printf("%d mutation(s) survived or lost their code\n", survived)
 		os.Exit(1)
 	}
+}
+
+// run builds and tests one mutant through an overlay in dir; it returns its result line and
+// whether it survived (or its code is gone).
+func run(m mutation, dir string, i int) (string, bool) {
+	orig, err := os.ReadFile(m.file)
+	if err != nil {
+		return fmt.Sprintf("MISSING %s %v", m.file, err), true
+	}
+	mutated, err := apply(m.file, orig, m.decl, m.from, m.to)
+	if err != nil {
+		return fmt.Sprintf("MISSING (update this list) %s: %v", m.file, err), true
+	}
+	abs, err := filepath.Abs(m.file)
+	if err != nil {
+		return fmt.Sprintf("MISSING %s %v", m.file, err), true
+	}
+	src := filepath.Join(dir, fmt.Sprintf("%d.go", i))
+	overlay := filepath.Join(dir, fmt.Sprintf("%d.json", i))
+	spec, _ := json.Marshal(map[string]map[string]string{"Replace": {abs: src}})
+	if err := os.WriteFile(src, mutated, 0o600); err != nil {
+		return fmt.Sprintf("MISSING %s %v", m.file, err), true
+	}
+	if err := os.WriteFile(overlay, spec, 0o600); err != nil {
+		return fmt.Sprintf("MISSING %s %v", m.file, err), true
+	}
+	err = exec.Command("go", "test", "-overlay", overlay, "-count=1", "-run", m.run, m.pkg).Run()
+	status := "KILLED"
+	if err == nil {
+		status = "SURVIVED"
+	}
+	return fmt.Sprintf("%s %s %s | %.70s", status, m.file, m.decl, strings.Join(strings.Fields(m.from), " ")), err == nil
 }

@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"sort"
@@ -36,6 +37,11 @@ import (
 // Packages are the packages whose mutants are scored: what decides trust, identity, file
 // modes, etcd membership and what the operator is told.
 var Packages = []string{"./discovery", "./tlsbootstrap", "./certs", "./pki", "./token", "./joinconfig", "./etcd", "./phases", "./cmd/kjoin/app"}
+
+// Only names the files mutated in a package where not all of them are scored: of the
+// command layer, the render path alone (what an error prints, redacted, and its exit code);
+// the rest of it is flag plumbing that the phases' and packages' own mutants cover.
+var Only = map[string][]string{"./cmd/kjoin/app": {"render.go"}}
 
 const (
 	gremlins     = "github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0"
@@ -177,6 +183,13 @@ func run(pkg, diff string, workers int, outDir string, reuse bool) (score, []sur
 		}
 		// Test helpers (discoverytest, fakes) are not the product: not mutated.
 		args := []string{"run", gremlins, "unleash", "--output", out, "--timeout-coefficient", "20", "--exclude-files", `(^|/)[a-z]*test/`}
+		if only := Only[pkg]; len(only) > 0 {
+			others, err := othersThan(pkg, only)
+			if err != nil {
+				return score{}, nil, err
+			}
+			args = append(args, "--exclude-files", others)
+		}
 		if diff != "" {
 			args = append(args, "--diff", diff)
 		}
@@ -447,4 +460,23 @@ func writeReport(scores []score, survivors []survivor, baseline map[string]strin
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "mutationscore:", err)
 	os.Exit(2)
+}
+
+// othersThan is a gremlins file exclusion matching every Go file of pkg but those named.
+func othersThan(pkg string, only []string) (string, error) {
+	entries, err := os.ReadDir(pkg)
+	if err != nil {
+		return "", err
+	}
+	var others []string
+	for _, e := range entries {
+		name := e.Name()
+		if !e.IsDir() && strings.HasSuffix(name, ".go") && !strings.HasSuffix(name, "_test.go") && !slices.Contains(only, name) {
+			others = append(others, regexp.QuoteMeta(name))
+		}
+	}
+	if len(others) == 0 {
+		return "", fmt.Errorf("%s has no Go files but %v", pkg, only)
+	}
+	return `(^|/)(` + strings.Join(others, "|") + `)$`, nil
 }
