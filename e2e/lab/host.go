@@ -129,6 +129,12 @@ func (l *Lab) AddHostWith(ctx context.Context, name string, setup HostSetup, log
 	if err := l.waitContainerd(ctx, h); err != nil {
 		return nil, fmt.Errorf("host %s: %w", name, err)
 	}
+	// A first-boot host (cloud-init) may be joining already: its containerd is not stopped.
+	if setup.CloudInit == nil {
+		if err := l.saveContainerdTemplate(ctx, h); err != nil {
+			return nil, fmt.Errorf("host %s: %w", name, err)
+		}
+	}
 	logf("host %s up (%s, pods %s) in %s", name, ip, h.PodCIDR, time.Since(start).Round(100*time.Millisecond))
 	return h, nil
 }

@@ -359,6 +359,9 @@ func (l *Lab) boot(ctx context.Context, h *Host, setup HostSetup) error {
 			return err
 		}
 	}
+	if err := l.seedContainerd(h, filepath.Join(dir, "containerd")); err != nil {
+		return fmt.Errorf("seed containerd's images: %w", err)
+	}
 	if err := os.WriteFile(filepath.Join(dir, "console.log"), nil, 0o644); err != nil {
 		return err
 	}

@@ -146,10 +146,16 @@ func run(m mutation, dir string, i int) (string, bool) {
 	if err := os.WriteFile(overlay, spec, 0o600); err != nil {
 		return fmt.Sprintf("MISSING %s %v", m.file, err), true
 	}
-	err = exec.Command("go", "test", "-overlay", overlay, "-count=1", "-run", m.run, m.pkg).Run()
-	status := "KILLED"
-	if err == nil {
+	// Vet and the debug information are left out: the tree's own vet ran, and a mutant's test
+	// binary is linked once and thrown away (about 40 % of make mutants-hand's time).
+	out, err := exec.Command("go", "test", "-vet=off", "-ldflags=-s -w", "-overlay", overlay, "-count=1", "-run", m.run, m.pkg).CombinedOutput()
+	status, survived := "KILLED", err == nil
+	switch {
+	case survived:
 		status = "SURVIVED"
+	case strings.Contains(string(out), "[build failed]") || strings.Contains(string(out), "[setup failed]"):
+		// A mutant that does not compile proves nothing about the tests.
+		status, survived = "BROKEN (update this list)", true
 	}
-	return fmt.Sprintf("%s %s %s | %.70s", status, m.file, m.decl, strings.Join(strings.Fields(m.from), " ")), err == nil
+	return fmt.Sprintf("%s %s %s | %.70s", status, m.file, m.decl, strings.Join(strings.Fields(m.from), " ")), survived
 }
