@@ -407,3 +407,46 @@ func TestResetOfAKubeadmNodeKjoinAdopted(t *testing.T) {
 	}
 	d.assertIntact(t, h.env)
 }
+
+// remove-static-pods removes the journal's manifests and nothing else of its files: with
+// remove-files skipped, the join's kubeconfig, its kubelet config and a non-manifest file
+// the journal names in the manifests directory are all still there, with no warning.
+func TestResetStaticPodsRemovesOnlyManifests(t *testing.T) {
+	t.Parallel()
+	h := newTestHost(t)
+	if _, err := Run(context.Background(), h.env, &State{Opts: h.options(t)}, Join, RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const manifest, notes = "/etc/kubernetes/manifests/kube-vip.yaml", "/etc/kubernetes/manifests/kube-vip.yaml.orig"
+	writeHost(t, h.env, manifest, "a static pod", 0o600)
+	writeHost(t, h.env, notes, "not a manifest", 0o600)
+	j, err := LoadJournal(h.env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Files = append(j.Files, manifest, notes)
+	if err := j.Save(h.env); err != nil {
+		t.Fatal(err)
+	}
+	kept := []string{host.KubeletKubeconfig, host.KubeletConfigPath, notes}
+	for _, f := range kept {
+		if !h.env.Exists(f) {
+			t.Fatalf("the join left no %s to keep", f)
+		}
+	}
+	rep, err := Reset(context.Background(), h.env, ResetOptions{}, []string{"remove-files"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.env.Exists(manifest) {
+		t.Errorf("remove-static-pods kept the journal's manifest %s", manifest)
+	}
+	for _, f := range kept {
+		if !h.env.Exists(f) {
+			t.Errorf("remove-static-pods removed %s, which is not a manifest", f)
+		}
+	}
+	if len(rep.Warnings) > 0 {
+		t.Errorf("warnings: %v", rep.Warnings)
+	}
+}
