@@ -26,6 +26,12 @@ var templateMu sync.Mutex
 // templateMarker is imagesDropIn's marker: a containerd root holding it has the images.
 const templateMarker = ".lab-images-imported"
 
+// hasImages reports whether a containerd root holds the imported images.
+func hasImages(root string) bool {
+	_, err := os.Stat(filepath.Join(root, templateMarker))
+	return err == nil
+}
+
 // containerdTemplate is the template directory for a host's kind.
 func (l *Lab) containerdTemplate(h *Host) string {
 	kind := "worker"
@@ -42,7 +48,7 @@ func (l *Lab) containerdTemplate(h *Host) string {
 // seedContainerd fills an empty containerd root from its kind's template, if there is one.
 func (l *Lab) seedContainerd(h *Host, root string) error {
 	tmpl := l.containerdTemplate(h)
-	if _, err := os.Stat(filepath.Join(tmpl, templateMarker)); err != nil {
+	if !hasImages(tmpl) {
 		return nil
 	}
 	if entries, err := os.ReadDir(root); err != nil || len(entries) > 0 {
@@ -58,11 +64,8 @@ func (l *Lab) saveContainerdTemplate(ctx context.Context, h *Host) error {
 	defer templateMu.Unlock()
 	tmpl := l.containerdTemplate(h)
 	root := filepath.Join(l.hostDir(h.Name), "containerd")
-	if _, err := os.Stat(filepath.Join(tmpl, templateMarker)); err == nil {
-		return nil
-	}
-	if _, err := os.Stat(filepath.Join(root, templateMarker)); err != nil {
-		return nil // the images were not imported here: nothing to keep
+	if hasImages(tmpl) || !hasImages(root) {
+		return nil // a template exists, or the images were not imported here: nothing to keep
 	}
 	if r := l.Exec(ctx, h.Name, "systemctl", "stop", "containerd"); r.Err != nil {
 		return fmt.Errorf("stop containerd for the image template: %w", r.Error())

@@ -470,6 +470,6 @@ func (l *Lab) imagesDropIn(h *Host) string {
 	for _, img := range images {
 		cmds = append(cmds, fmt.Sprintf("ctr -n k8s.io images import --all-platforms %s", filepath.Join(l.ImageDir, img)))
 	}
-	const done = "/var/lib/containerd/.lab-images-imported"
+	done := "/var/lib/containerd/" + templateMarker
 	return fmt.Sprintf("[Service]\nExecStartPost=/bin/sh -ec '[ -e %s ] && exit 0; %s; touch %s'\n", done, strings.Join(cmds, "; "), done)
 }
