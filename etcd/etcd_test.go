@@ -29,6 +29,24 @@ type fakeCluster struct {
 	promoteCalled int
 	events        []string // "promote", "restart", in order
 	onPromote     func()   // called under mu when a member is promoted
+	calls         []string // membership calls ("list", "add", "promote", "remove") and "status" (a test's Status)
+}
+
+func (f *fakeCluster) call(name string) {
+	f.mu.Lock()
+	f.calls = append(f.calls, name)
+	f.mu.Unlock()
+}
+
+// callsAfter returns the calls after the first one named from.
+func (f *fakeCluster) callsAfter(from string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	i := slices.Index(f.calls, from)
+	if i < 0 {
+		return nil
+	}
+	return slices.Clone(f.calls[i+1:])
 }
 
 func newFake() *fakeCluster {
@@ -36,6 +54,7 @@ func newFake() *fakeCluster {
 }
 
 func (f *fakeCluster) MemberList(context.Context, ...clientv3.OpOption) (*clientv3.MemberListResponse, error) {
+	f.call("list")
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.noQuorum {
@@ -53,6 +72,7 @@ func (f *fakeCluster) MemberList(context.Context, ...clientv3.OpOption) (*client
 }
 
 func (f *fakeCluster) MemberAddAsLearner(_ context.Context, peers []string) (*clientv3.MemberAddResponse, error) {
+	f.call("add")
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.addCalls++
@@ -73,6 +93,7 @@ func (f *fakeCluster) MemberAddAsLearner(_ context.Context, peers []string) (*cl
 }
 
 func (f *fakeCluster) MemberPromote(_ context.Context, id uint64) (*clientv3.MemberPromoteResponse, error) {
+	f.call("promote")
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.promoteCalled++
@@ -98,6 +119,7 @@ func (f *fakeCluster) MemberPromote(_ context.Context, id uint64) (*clientv3.Mem
 }
 
 func (f *fakeCluster) MemberRemove(_ context.Context, id uint64) (*clientv3.MemberRemoveResponse, error) {
+	f.call("remove")
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.noQuorum {
@@ -233,17 +255,18 @@ func TestNonRetryableAddFails(t *testing.T) {
 }
 
 // A voter stops while the learner waits to be promoted (2 voters, quorum lost): the join
-// fails within QuorumGrace naming quorum, not after its timeout; the learner cannot be
-// removed without quorum and the error says so; the manifest is removed, the data kept.
+// fails QuorumGrace after it first saw the loss, naming quorum, not after its timeout. From
+// that moment it only asks the voters for their status: a membership call without quorum
+// waits out its call timeout, and a removal of the learner could not succeed, so it is not
+// tried and the error names the learner left behind; the manifest is removed, the data kept.
 func TestJoinFailsFastWhenQuorumIsLost(t *testing.T) {
 	f := newFake()
 	f.members = append(f.members, &etcdserverpb.Member{ID: 2, Name: "cp3", PeerURLs: []string{"https://10.0.0.3:2380"}, ClientURLs: []string{"https://10.0.0.3:2379"}})
 	var logs []string
 	j, _ := newJoin(f, &fakeLock{}, &logs)
 	j.Timeout, j.QuorumGrace = time.Minute, 50*time.Millisecond
-	var asked []string
 	j.Status = func(_ context.Context, ep string) (*clientv3.StatusResponse, error) {
-		asked = append(asked, ep)
+		f.call("status")
 		if ep == "https://10.0.0.3:2379" {
 			return nil, context.DeadlineExceeded
 		}
@@ -269,17 +292,61 @@ func TestJoinFailsFastWhenQuorumIsLost(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "etcd lost quorum during the join: 0 of 2 voting members have a leader (cp1: no leader, cp3: unreachable)") {
 		t.Fatalf("err %v", err)
 	}
-	if !strings.Contains(err.Error(), "learner 64 this join added could not be removed") {
+	if !strings.Contains(err.Error(), "learner 64 this join added could not be removed (etcd has no quorum)") {
 		t.Errorf("error does not name the learner left behind: %v", err)
 	}
 	if time.Since(start) > 30*time.Second {
 		t.Errorf("took %s: waited for the timeout instead of failing on lost quorum", time.Since(start))
 	}
 	if removedManifest != 1 || wiped != 0 {
-		t.Errorf("manifest removed %d times, data wiped %d times; want 1 and 0", removedManifest, wiped)
+		t.Errorf("manifest removals %d, data wiped %d; want 1 and 0", removedManifest, wiped)
 	}
-	if len(asked) == 0 {
-		t.Error("no member was asked for its status")
+	after := f.callsAfter("status")
+	if len(after) < 4 {
+		t.Errorf("calls after the loss was first seen: %v; want the voters asked again until the grace ended", after)
+	}
+	for _, c := range after {
+		if c != "status" {
+			t.Errorf("calls after the loss was first seen: %v; want only status probes (no membership call, no removal)", after)
+			break
+		}
+	}
+}
+
+// A leader election while the learner waits to be promoted: the join asks only the voters'
+// status until one has a leader again, then promotes; it does not fail within its grace.
+func TestJoinWaitsOutALeaderElectionOnStatus(t *testing.T) {
+	f := newFake()
+	var logs []string
+	j, _ := newJoin(f, &fakeLock{}, &logs)
+	j.Timeout, j.QuorumGrace = time.Minute, time.Minute
+	probes := 0
+	j.Status = func(context.Context, string) (*clientv3.StatusResponse, error) {
+		f.call("status")
+		probes++
+		if probes < 4 {
+			return &clientv3.StatusResponse{}, nil // no leader
+		}
+		f.mu.Lock()
+		f.noQuorum = false
+		f.mu.Unlock()
+		return &clientv3.StatusResponse{Leader: 1}, nil
+	}
+	j.At = func(p string) {
+		if p == "etcd-join/promoting" {
+			f.mu.Lock()
+			f.noQuorum = true
+			f.mu.Unlock()
+		}
+	}
+	if _, err := j.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if after, want := f.callsAfter("status"), []string{"status", "status", "status", "list", "promote"}; !slices.Equal(after, want) {
+		t.Errorf("calls after the loss was first seen: %v; want %v", after, want)
+	}
+	if !slices.Contains(logs, "etcd has a leader again after %s") {
+		t.Errorf("logs %q: no word of the leader's return", logs)
 	}
 }
 

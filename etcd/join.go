@@ -245,16 +245,22 @@ func (j *Join) list(ctx context.Context) ([]*etcdserverpb.Member, error) {
 }
 
 // undo runs when the join failed after its learner existed: a learner this run added is
-// removed (retried for a few seconds: etcd may be electing a leader), and the etcd manifest
-// is removed in any case, so no etcd starts for a member that is not in the cluster. The
-// data dir is wiped only with the member gone. A learner that cannot be removed (no quorum)
+// removed (retried for a few seconds: etcd may be electing a leader; not tried while the
+// quorum the join saw lost is still lost, as that call could only time out), and the etcd
+// manifest is removed in any case, so no etcd starts for a member that is not in the
+// cluster. The data dir is wiped only with the member gone. A learner that cannot be removed (no quorum)
 // is named in the error: the next run resumes it.
 func (j *Join) undo(ctx context.Context, res *Result, cause error) error {
 	removed := false
 	if res.Added {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*j.CallTimeout)
-		rerr := RemoveMember(rctx, j.Cluster, res.ID, j.Clock)
-		cancel()
+		var rerr error
+		if uctx := context.WithoutCancel(ctx); j.noQuorum(uctx) {
+			rerr = errors.New("etcd has no quorum")
+		} else {
+			rctx, cancel := context.WithTimeout(uctx, 2*j.CallTimeout)
+			rerr = RemoveMember(rctx, j.Cluster, res.ID, j.Clock)
+			cancel()
+		}
 		if rerr == nil {
 			removed = true
 			j.Logf("removed learner %x that this failed join had added", res.ID)
@@ -278,27 +284,49 @@ func (j *Join) undo(ctx context.Context, res *Result, cause error) error {
 }
 
 // quorumLost is called after a failed membership call: it asks every voting member of the
-// last membership seen for its status, and returns an error naming the lost quorum once
-// fewer than a majority have had a leader for QuorumGrace (a leader election takes a second
-// or two; a stopped member's cluster never recovers by waiting).
+// last membership seen for its status, and returns nil at once while a majority has a leader.
+// Without one it asks again every Interval, and only that (a membership call without quorum
+// waits out its CallTimeout), until a majority has a leader again (nil: the caller retries)
+// or QuorumGrace has passed since the loss was first seen: an error naming it. A leader
+// election takes a second or two; a stopped member's cluster never recovers by waiting.
 func (j *Join) quorumLost(ctx context.Context) error {
 	if j.Status == nil || len(j.members) == 0 {
 		return nil
 	}
-	voters, healthy, detail := j.voterHealth(ctx, j.members, 0)
-	if healthy > voters/2 {
-		j.lostFrom = time.Time{}
-		return nil
+	for {
+		voters, healthy, detail := j.voterHealth(ctx, j.members, 0)
+		if healthy > voters/2 {
+			if !j.lostFrom.IsZero() {
+				j.Logf("etcd has a leader again after %s", j.Clock.Since(j.lostFrom).Round(time.Millisecond))
+			}
+			j.lostFrom = time.Time{}
+			return nil
+		}
+		if j.lostFrom.IsZero() {
+			j.lostFrom = j.Clock.Now()
+			j.Logf("etcd has no quorum: %d of %d voting members have a leader (%s); waiting up to %s for one", healthy, voters, strings.Join(detail, ", "), j.QuorumGrace)
+		}
+		if j.Clock.Since(j.lostFrom) >= j.QuorumGrace {
+			return &operr.Error{Code: operr.Other, Retryable: true,
+				What: fmt.Sprintf("etcd lost quorum during the join: %d of %d voting members have a leader (%s)", healthy, voters, strings.Join(detail, ", ")),
+				Hint: "bring the other control planes' etcd back (quorum needs a majority of voters), then run the same command again"}
+		}
+		select {
+		case <-ctx.Done():
+			return nil // the caller reports its own timeout
+		case <-j.Clock.After(j.Interval):
+		}
 	}
-	if j.lostFrom.IsZero() {
-		j.lostFrom = j.Clock.Now()
+}
+
+// noQuorum reports whether the join has seen etcd without quorum and it is still without:
+// a membership call would only wait out its timeout.
+func (j *Join) noQuorum(ctx context.Context) bool {
+	if j.lostFrom.IsZero() || j.Status == nil {
+		return false
 	}
-	if j.Clock.Since(j.lostFrom) < j.QuorumGrace {
-		return nil
-	}
-	return &operr.Error{Code: operr.Other, Retryable: true,
-		What: fmt.Sprintf("etcd lost quorum during the join: %d of %d voting members have a leader (%s)", healthy, voters, strings.Join(detail, ", ")),
-		Hint: "bring the other control planes' etcd back (quorum needs a majority of voters), then run the same command again"}
+	voters, healthy, _ := j.voterHealth(ctx, j.members, 0)
+	return healthy <= voters/2
 }
 
 // voterHealth asks every voting member but skip for its status: how many voters there are
@@ -514,8 +542,9 @@ func (j *Join) watchPublish(ctx context.Context, m *etcdserverpb.Member, publish
 
 // promote retries every Interval (sub-second, no back-off): the learner is promoted as soon
 // as etcd accepts it, which is the moment it has caught up. A hand loop, like waitStarted:
-// between calls it also checks quorum and the member list, which wait's conditions cannot
-// return as errors of their own kind, and it waits on the injected clock.
+// between calls it also checks quorum (first: without it the list would only time out) and
+// the member list, which wait's conditions cannot return as errors of their own kind, and
+// it waits on the injected clock.
 func (j *Join) promote(ctx context.Context, id uint64) error {
 	last := ""
 	for {
@@ -526,6 +555,9 @@ func (j *Join) promote(ctx context.Context, id uint64) error {
 			j.Logf("promoted member %x to voter", id)
 			return nil
 		}
+		if qerr := j.quorumLost(ctx); qerr != nil {
+			return qerr
+		}
 		if ms, lerr := j.list(ctx); lerr == nil {
 			for _, m := range ms {
 				if m.ID == id && !m.IsLearner {
@@ -533,9 +565,6 @@ func (j *Join) promote(ctx context.Context, id uint64) error {
 					return nil
 				}
 			}
-		}
-		if qerr := j.quorumLost(ctx); qerr != nil {
-			return qerr
 		}
 		if err.Error() != last {
 			last = err.Error()

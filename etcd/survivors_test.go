@@ -39,7 +39,8 @@ func statusUp(up ...int) func(context.Context, string) (*clientv3.StatusResponse
 
 // Quorum is a majority of the voters having a leader: 2 of 3 holds it, 1 of 3 and 2 of 4
 // (exactly half) do not; a learner is never counted; a voter that never started is named.
-// Lost quorum fails only once it has been lost for the whole QuorumGrace.
+// Quorum that holds returns at once; lost quorum is asked about again every Interval and
+// fails only once it has been lost for the whole QuorumGrace.
 func TestQuorumIsAMajorityForTheWholeGrace(t *testing.T) {
 	for _, tc := range []struct {
 		members []*etcdserverpb.Member
@@ -53,24 +54,59 @@ func TestQuorumIsAMajorityForTheWholeGrace(t *testing.T) {
 		{append(voters(2), &etcdserverpb.Member{ID: 5, Name: "cp5"}), []int{1}, "1 of 3 voting members have a leader (cp2: unreachable, cp5: not started)"},
 	} {
 		clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
-		j := &Join{Clock: clk, Status: statusUp(tc.up...), QuorumGrace: 10 * time.Second, members: tc.members}
+		asked := 0
+		status := statusUp(tc.up...)
+		j := &Join{Clock: clk, QuorumGrace: 10 * time.Second, Interval: time.Second, members: tc.members, Logf: func(string, ...any) {},
+			Status: func(ctx context.Context, ep string) (*clientv3.StatusResponse, error) {
+				asked++
+				return status(ctx, ep)
+			}}
 		name := fmt.Sprintf("%d members, up %v", len(tc.members), tc.up)
-		if err := j.quorumLost(context.Background()); err != nil {
-			t.Errorf("%s: failed at once: %v", name, err)
+		done := make(chan error, 1)
+		go func() { done <- j.quorumLost(context.Background()) }()
+		if tc.lost == "" {
+			if err := <-done; err != nil {
+				t.Errorf("%s: quorum held, got %v", name, err)
+			}
+			continue
 		}
-		clk.Step(10*time.Second - time.Nanosecond)
-		if err := j.quorumLost(context.Background()); err != nil {
-			t.Errorf("%s: failed before the grace ended: %v", name, err)
+		for i := 0; i < 10; i++ {
+			if err, ok := awaitWaiter(clk, done); !ok {
+				t.Fatalf("%s: returned %v after %d of the grace's 10 s", name, err, i)
+			}
+			clk.Step(time.Second)
 		}
-		clk.Step(time.Nanosecond)
-		err := j.quorumLost(context.Background())
-		switch {
-		case tc.lost == "" && err != nil:
-			t.Errorf("%s: quorum held, got %v", name, err)
-		case tc.lost != "" && (err == nil || !strings.Contains(err.Error(), tc.lost)):
-			t.Errorf("%s: want %q, got %v", name, tc.lost, err)
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), tc.lost) {
+				t.Errorf("%s: want %q, got %v", name, tc.lost, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: still waiting when the grace had ended", name)
+		}
+		started := 0
+		for _, m := range tc.members {
+			if !m.IsLearner && len(m.ClientURLs) > 0 {
+				started++
+			}
+		}
+		if want := 11 * started; asked != want {
+			t.Errorf("%s: %d status calls, want %d (every started voter, every second of the grace)", name, asked, want)
 		}
 	}
+}
+
+// awaitWaiter waits until quorumLost waits on clk (true) or returns (false, its error).
+func awaitWaiter(clk *clocktesting.FakeClock, done <-chan error) (error, bool) {
+	deadline := time.Now().Add(5 * time.Second)
+	for !clk.HasWaiters() && time.Now().Before(deadline) {
+		select {
+		case err := <-done:
+			return err, false
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return nil, clk.HasWaiters()
 }
 
 // Quorum lost while the new member has not started yet (the member list itself fails): the
