@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -627,11 +628,21 @@ func TestJoinFaults(t *testing.T) {
 		// Stop cp2's etcd: 1 of 2 voters left, no quorum.
 		resume := stopProcess(t, c, "cp2", "etcd")
 		p.release(t)
+		released := time.Now()
 		r := p.wait(t)
-		t.Logf("the join under lost quorum:\n%s", framework.Tail(r.Stderr, 25))
+		took := time.Since(released)
+		t.Logf("the join under lost quorum ended %s after its release:\n%s", took.Round(time.Millisecond), framework.Tail(r.Stderr, 25))
 		out := framework.Answer[output.JoinResult](t, r)
 		if r.ExitCode != 1 || out.Error == nil || !strings.Contains(out.Error.Message, "etcd lost quorum") {
 			t.Fatalf("want exit 1 naming the lost quorum, got exit %d: %s", r.ExitCode, r.Stdout)
+		}
+		// The README's contract: it waits out a 10 s grace on the voters' status (a leader
+		// election is not a lost quorum), and fails then, not at its two-minute etcd timeout.
+		if !regexp.MustCompile(`etcd has no quorum: [01] of 2 voting members have a leader`).MatchString(r.Stderr) {
+			t.Errorf("the join never said it waits on the voters' status:\n%s", framework.Tail(r.Stderr, 25))
+		}
+		if took < 10*time.Second || took >= 2*time.Minute {
+			t.Errorf("the join failed %s after its release; want after the 10 s grace and before the 2 min etcd timeout", took.Round(time.Millisecond))
 		}
 		if !strings.Contains(out.Error.Message, fmt.Sprintf("learner %x", learner.ID)) {
 			t.Errorf("the error does not name the learner %x left behind: %s", learner.ID, out.Error.Message)
