@@ -23,6 +23,7 @@ type fakeCluster struct {
 	nextID        uint64
 	addErrs       []error // returned by successive MemberAddAsLearner calls first
 	promoteFails  int     // promotions refused as "not in sync" before one succeeds
+	removeFails   int     // removals refused as etcd does while its leader changes, before one succeeds
 	started       bool    // the new member publishes its name once the manifest is written
 	removed       []uint64
 	addCalls      int
@@ -124,6 +125,10 @@ func (f *fakeCluster) MemberRemove(_ context.Context, id uint64) (*clientv3.Memb
 	defer f.mu.Unlock()
 	if f.noQuorum {
 		return nil, errors.New("etcdserver: request timed out")
+	}
+	if f.removeFails > 0 {
+		f.removeFails--
+		return nil, rpctypes.ErrLeaderChanged
 	}
 	f.removed = append(f.removed, id)
 	for i, m := range f.members {

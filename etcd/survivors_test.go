@@ -365,3 +365,59 @@ func TestVoterHealthWithoutStatus(t *testing.T) {
 		t.Errorf("voters %d healthy %d detail %q", voters, healthy, detail)
 	}
 }
+
+// noQuorum (whether undo may skip the learner's removal) holds only after the join saw quorum
+// lost, and only while at most half of the voters have a leader: 1 of 2 is lost, 2 of 2 is back.
+func TestNoQuorumIsAtMostHalfWithALeader(t *testing.T) {
+	for _, tc := range []struct {
+		seen bool
+		up   []int
+		want bool
+	}{
+		{true, []int{1}, true},
+		{true, nil, true},
+		{true, []int{1, 2}, false},
+		{false, []int{1}, false},
+	} {
+		j := &Join{members: voters(2), Status: statusUp(tc.up...)}
+		if tc.seen {
+			j.lostFrom = time.Unix(1000, 0)
+		}
+		if got := j.noQuorum(context.Background()); got != tc.want {
+			t.Errorf("loss seen %v, up %v: noQuorum %v, want %v", tc.seen, tc.up, got, tc.want)
+		}
+	}
+}
+
+// votersApplied with no voter to ask (learners and members that never started) is an error
+// naming that, never an applied index of 0.
+func TestVotersAppliedWithoutAVoterToAsk(t *testing.T) {
+	j := &Join{CallTimeout: time.Second, Status: statusUp(99),
+		members: []*etcdserverpb.Member{{ID: 5, Name: "cp5"}, {ID: 99, IsLearner: true, ClientURLs: []string{"https://10.0.0.99:2379"}}}}
+	if idx, err := j.votersApplied(context.Background(), 0); err == nil || err.Error() != "no voting member with a client URL" {
+		t.Errorf("applied %d, err %v; want the error naming no voter to ask", idx, err)
+	}
+}
+
+// RemoveMember retries a refusal etcd reports as passing (a leader change), after a pause on
+// its clock, and then removes the member.
+func TestRemoveMemberRetriesAPassingRefusal(t *testing.T) {
+	f := newFake()
+	f.members = append(f.members, &etcdserverpb.Member{ID: 7, Name: "cp7", PeerURLs: []string{"https://10.0.0.7:2380"}})
+	f.removeFails = 1
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	done := make(chan error, 1)
+	go func() { done <- RemoveMember(context.Background(), f, 7, clk) }()
+	if err, ok := awaitWaiter(clk, done); !ok {
+		t.Fatalf("returned %v without pausing to retry", err)
+	}
+	clk.Step(time.Minute)
+	select {
+	case err := <-done:
+		if err != nil || len(f.removed) != 1 || f.removed[0] != 7 {
+			t.Errorf("err %v, removed %v; want member 7 removed on the retry", err, f.removed)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("RemoveMember did not retry after its pause")
+	}
+}
