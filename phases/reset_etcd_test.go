@@ -113,6 +113,19 @@ func TestResetControlPlaneQuorum(t *testing.T) {
 			t.Error("the member was removed although quorum would be lost")
 		}
 	})
+	t.Run("three voters, one never started: refused", func(t *testing.T) {
+		t.Parallel()
+		c := join(t)
+		// A voter added but never started has no client URL: it is not asked, and not healthy.
+		c.etcd.Members = append(c.etcd.Members, &etcdserverpb.Member{ID: 3, PeerURLs: []string{"https://10.0.0.13:2380"}})
+		_, err := Reset(context.Background(), c.env, ResetOptions{}, nil)
+		if operr.CodeOf(err) != operr.Preflight || !strings.Contains(err.Error(), "leave 2 voting member(s) of which only 1 are healthy") {
+			t.Fatalf("got %v: a voter that never started must count as a voter that is not healthy", err)
+		}
+		if c.etcd.Member("https://10.0.0.12:2380") == nil {
+			t.Error("the member was removed although quorum would be lost")
+		}
+	})
 	t.Run("member not removed: its data stays", func(t *testing.T) {
 		t.Parallel()
 		c := join(t)
