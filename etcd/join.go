@@ -248,8 +248,8 @@ func (j *Join) list(ctx context.Context) ([]*etcdserverpb.Member, error) {
 // removed (retried for a few seconds: etcd may be electing a leader; not tried while the
 // quorum the join saw lost is still lost, as that call could only time out), and the etcd
 // manifest is removed in any case, so no etcd starts for a member that is not in the
-// cluster. The data dir is wiped only with the member gone. A learner that cannot be removed (no quorum)
-// is named in the error: the next run resumes it.
+// cluster. The data dir is wiped only with the member gone. A learner that cannot be removed
+// (no quorum) is named in the error: the next run resumes it.
 func (j *Join) undo(ctx context.Context, res *Result, cause error) error {
 	removed := false
 	if res.Added {
@@ -295,7 +295,7 @@ func (j *Join) quorumLost(ctx context.Context) error {
 	}
 	for {
 		voters, healthy, detail := j.voterHealth(ctx, j.members, 0)
-		if healthy > voters/2 {
+		if majority(healthy, voters) {
 			if !j.lostFrom.IsZero() {
 				j.Logf("etcd has a leader again after %s", j.Clock.Since(j.lostFrom).Round(time.Millisecond))
 			}
@@ -326,8 +326,11 @@ func (j *Join) noQuorum(ctx context.Context) bool {
 		return false
 	}
 	voters, healthy, _ := j.voterHealth(ctx, j.members, 0)
-	return healthy <= voters/2
+	return !majority(healthy, voters)
 }
+
+// majority reports whether healthy voters are more than half of voters: etcd's quorum.
+func majority(healthy, voters int) bool { return healthy > voters/2 }
 
 // voterHealth asks every voting member but skip for its status: how many voters there are
 // (skip not counted), how many have a leader, and what ails the others (by name, else ID).

@@ -38,7 +38,7 @@ func (j *Join) replaceFormer(ctx context.Context, me *etcdserverpb.Member, membe
 	st.Probed, st.Silent = true, true
 	others, healthy, detail := j.voterHealth(ctx, members, me.ID)
 	voters := others + 1 // the former member still votes until it is removed
-	if healthy < voters/2+1 {
+	if !majority(healthy, voters) {
 		return nil, &operr.Error{Code: operr.Other, Retryable: true,
 			What: fmt.Sprintf("etcd %s is dead, but only %d of the %d voters answer (%s): removing it needs a majority of them", st, healthy, voters, strings.Join(detail, ", ")),
 			Hint: "bring the other control planes' etcd back first, then run the same command again"}
