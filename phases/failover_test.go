@@ -12,6 +12,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -142,6 +144,7 @@ func TestJoinSeveralEndpointsKubeletUsesControlPlaneEndpoint(t *testing.T) {
 	o := h.options(t)
 	down := discoverytest.DownEndpoint(t)
 	o.Endpoint, o.MoreEndpoints = down, []string{h.server.Endpoint()}
+	node := nodeClients(h)
 	s := &State{Opts: o}
 	if _, err := Run(context.Background(), h.env, s, Join, RunOptions{}); err != nil {
 		t.Fatalf("%v\n%s", err, h.out)
@@ -155,31 +158,63 @@ func TestJoinSeveralEndpointsKubeletUsesControlPlaneEndpoint(t *testing.T) {
 	if s.api == nil || s.api.hosts[0] != h.server.Endpoint() {
 		t.Errorf("the join's clients do not start at the endpoint that served: %+v", s.api)
 	}
+	if len(*node) == 0 || (*node)[0].WrapTransport == nil {
+		t.Errorf("the node's own client (wait-ready) does not fail over: %d clients", len(*node))
+	}
 }
 
-// Without a controlPlaneEndpoint the kubelet keeps the endpoint that served, and says so.
+// nodeClients records the clients the join makes with the node's own identity.
+func nodeClients(h *testHost) *[]*rest.Config {
+	var cfgs []*rest.Config
+	next := h.env.NewClient
+	h.env.NewClient = func(cfg *rest.Config) (kubernetes.Interface, error) {
+		if cfg.CertFile == h.env.Paths.Of(host.KubeletClientCurrent) {
+			cfgs = append(cfgs, cfg)
+		}
+		return next(cfg)
+	}
+	return &cfgs
+}
+
+// Without a controlPlaneEndpoint the kubelet keeps the endpoint that served, and says why:
+// kubeadm-config names none, or it could not be read.
 func TestJoinSeveralEndpointsWithoutControlPlaneEndpoint(t *testing.T) {
-	h := newTestHost(t)
-	o := h.options(t)
-	o.Endpoint, o.MoreEndpoints = discoverytest.DownEndpoint(t), []string{h.server.Endpoint()}
-	s := &State{Opts: o}
-	if _, err := Run(context.Background(), h.env, s, Join, RunOptions{}); err != nil {
-		t.Fatalf("%v\n%s", err, h.out)
-	}
-	if got := kubeletConfServer(t, h); got != "https://"+h.server.Endpoint() {
-		t.Errorf("kubelet.conf server %q, want the endpoint that served", got)
-	}
-	if !strings.Contains(strings.Join(s.Warnings, "\n"), "the API server that served this join, and only it") {
-		t.Errorf("no warning that the kubelet has a single API server: %v", s.Warnings)
+	for _, tc := range []struct {
+		name string
+		objs []runtime.Object
+		want string
+	}{
+		{"kubeadm-config without one", []runtime.Object{&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kubeadm-config", Namespace: "kube-system"},
+			Data: map[string]string{"ClusterConfiguration": "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\n"}}},
+			"the cluster has no controlPlaneEndpoint: the kubelet will use"},
+		{"no kubeadm-config", nil, "the cluster's controlPlaneEndpoint is unknown ("},
+	} {
+		h := newTestHost(t, tc.objs...)
+		o := h.options(t)
+		o.Endpoint, o.MoreEndpoints = discoverytest.DownEndpoint(t), []string{h.server.Endpoint()}
+		s := &State{Opts: o}
+		if _, err := Run(context.Background(), h.env, s, Join, RunOptions{}); err != nil {
+			t.Fatalf("%s: %v\n%s", tc.name, err, h.out)
+		}
+		if got := kubeletConfServer(t, h); got != "https://"+h.server.Endpoint() {
+			t.Errorf("%s: kubelet.conf server %q, want the endpoint that served", tc.name, got)
+		}
+		if w := strings.Join(s.Warnings, "\n"); !strings.Contains(w, tc.want) || !strings.Contains(w, "the API server that served this join, and only it") {
+			t.Errorf("%s: warnings %q, want %q", tc.name, w, tc.want)
+		}
 	}
 }
 
 // One endpoint: kubelet.conf names cluster-info's server, as kubeadm's join does.
 func TestJoinOneEndpointKubeletUsesClusterInfoServer(t *testing.T) {
 	h := newTestHost(t)
+	node := nodeClients(h)
 	s := &State{Opts: h.options(t)}
 	if _, err := Run(context.Background(), h.env, s, Join, RunOptions{}); err != nil {
 		t.Fatalf("%v\n%s", err, h.out)
+	}
+	if len(*node) == 0 || (*node)[0].WrapTransport != nil {
+		t.Errorf("one endpoint: the node's own client is wrapped (%d clients)", len(*node))
 	}
 	if got := kubeletConfServer(t, h); got != "https://cp.example:6443" || s.api != nil {
 		t.Errorf("kubelet.conf server %q (failover %v), want cluster-info's, no failover", got, s.api != nil)

@@ -7,6 +7,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -380,28 +381,45 @@ func TestLeaveControlPlaneStopsItsAPIServerBeforeItsMember(t *testing.T) {
 
 // A control plane whose etcd member leads hands the leadership to a healthy voter before the
 // member is removed (a leader removing itself leaves the cluster leaderless until an
-// election); one that does not lead hands nothing.
+// election); one that does not lead hands nothing. A hand-off etcd refuses is a warning, and
+// the member is removed all the same.
 func TestLeaveControlPlaneHandsOffEtcdLeadership(t *testing.T) {
 	t.Parallel()
-	for _, leads := range []bool{true, false} {
+	for _, tc := range []struct {
+		name          string
+		leads, refuse bool
+	}{{"leads", true, false}, {"follows", false, false}, {"leads, hand-off refused", true, true}} {
 		c := newCPHost(t)
 		asAPIServer(c.testHost)
 		if _, err := Run(context.Background(), c.env, &State{Opts: c.options(t)}, Join, RunOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		self := c.etcd.Member("https://10.0.0.12:2380")
-		if leads {
+		if tc.leads {
 			c.etcd.Leader = self.ID
 		}
-		if _, err := Leave(context.Background(), c.env, ResetOptions{}, leaveOpts(), nil); err != nil {
+		if tc.refuse {
+			c.etcd.MoveLeaderError = errors.New("etcdserver: request timed out, leader transfer took too long")
+		}
+		c.out.Reset()
+		rep, err := Leave(context.Background(), c.env, ResetOptions{}, leaveOpts(), nil)
+		if err != nil {
 			t.Fatal(err)
 		}
-		want := []uint64(nil)
-		if leads {
+		want, leaderRemoved := []uint64(nil), 0
+		if tc.leads && !tc.refuse {
 			want = []uint64{1} // cp1, the one healthy other voter
 		}
-		if !slices.Equal(c.etcd.MovedTo, want) || c.etcd.LeaderRemoved != 0 || !slices.Equal(c.etcd.Removed, []uint64{self.ID}) {
-			t.Errorf("leads %v: leadership moved to %x (want %x), leader removed %d times, removed %x", leads, c.etcd.MovedTo, want, c.etcd.LeaderRemoved, c.etcd.Removed)
+		if tc.refuse {
+			leaderRemoved = 1
+		}
+		if !slices.Equal(c.etcd.MovedTo, want) || c.etcd.LeaderRemoved != leaderRemoved || !slices.Equal(c.etcd.Removed, []uint64{self.ID}) {
+			t.Errorf("%s: leadership moved to %x (want %x), leader removed %d times, removed %x", tc.name, c.etcd.MovedTo, want, c.etcd.LeaderRemoved, c.etcd.Removed)
+		}
+		warned := strings.Contains(strings.Join(rep.Warnings, "\n"), "could not hand etcd's leadership to member 1")
+		handed := strings.Contains(c.out.String(), fmt.Sprintf("handed etcd leadership from %x to 1", self.ID))
+		if warned != tc.refuse || handed != (tc.leads && !tc.refuse) {
+			t.Errorf("%s: warned %v, logged the hand-off %v; warnings %q\n%s", tc.name, warned, handed, rep.Warnings, c.out)
 		}
 	}
 }

@@ -2,12 +2,18 @@ package phases
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"kjoin.dev/kjoin/etcd"
+	"kjoin.dev/kjoin/etcd/etcdtest"
 	"kjoin.dev/kjoin/operr"
 )
 
@@ -149,4 +155,80 @@ func TestResetControlPlaneQuorum(t *testing.T) {
 			t.Fatalf("got %v", err)
 		}
 	})
+}
+
+// dialLog is an etcd dialer that records each dial's endpoints and which connection each
+// removal went through; dials of failDial fail.
+type dialLog struct {
+	cluster  *etcdtest.Cluster
+	failDial string
+	dials    []string
+	removals []string
+}
+
+func (d *dialLog) dial(eps []string, _ *tls.Config) (etcd.Conn, error) {
+	ep := strings.Join(eps, ",")
+	d.dials = append(d.dials, ep)
+	if ep == d.failDial {
+		return nil, errors.New("connection refused")
+	}
+	return dialedConn{Conn: d.cluster, eps: ep, log: d}, nil
+}
+
+type dialedConn struct {
+	etcd.Conn
+	eps string
+	log *dialLog
+}
+
+func (c dialedConn) MemberRemove(ctx context.Context, id uint64) (*clientv3.MemberRemoveResponse, error) {
+	c.log.removals = append(c.log.removals, c.eps)
+	return c.Conn.MemberRemove(ctx, id)
+}
+
+// Reset asks this node's own member (the manifest's client URL) for the membership and the
+// healthy others for the removal (the removed member's own answer may be "server stopped");
+// with no healthy other, or none that can be dialled, it asks its own member. A removal etcd
+// refuses fails the reset and leaves the member.
+func TestResetEtcdAsksTheOthersToRemove(t *testing.T) {
+	t.Parallel()
+	const self, other = "https://10.0.0.12:2379", "https://10.0.0.11:2379"
+	for _, tc := range []struct {
+		name            string
+		setup           func(*cpHost, *dialLog)
+		opts            ResetOptions
+		dials, removals []string
+		wantErr         string
+	}{
+		{"a healthy other", nil, ResetOptions{}, []string{self, other}, []string{other}, ""},
+		{"no healthy other (--allow-etcd-quorum-loss)", func(c *cpHost, _ *dialLog) { c.etcd.Unhealthy[other] = true },
+			ResetOptions{AllowEtcdQuorumLoss: true}, []string{self}, []string{self}, ""},
+		{"the others cannot be dialled", func(_ *cpHost, d *dialLog) { d.failDial = other }, ResetOptions{}, []string{self, other}, []string{self}, ""},
+		{"removal refused", func(c *cpHost, _ *dialLog) { c.etcd.RemoveError = errors.New("etcdserver: permission denied") },
+			ResetOptions{}, []string{self, other}, []string{other}, "remove etcd member"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := newCPHost(t)
+			if _, err := Run(context.Background(), c.env, &State{Opts: c.options(t)}, Join, RunOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			d := &dialLog{cluster: c.etcd}
+			c.env.DialEtcd = d.dial
+			if tc.setup != nil {
+				tc.setup(c, d)
+			}
+			rep, err := Reset(context.Background(), c.env, tc.opts, nil)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("reset: %v, want error %q", err, tc.wantErr)
+			}
+			if !slices.Equal(d.dials, tc.dials) || !slices.Equal(d.removals, tc.removals) {
+				t.Errorf("dialled %q, removal through %q; want %q and %q", d.dials, d.removals, tc.dials, tc.removals)
+			}
+			gone := c.etcd.Member("https://10.0.0.12:2380") == nil
+			if gone != (tc.wantErr == "") || (rep != nil && (rep.EtcdMemberRemoved != "") != gone) {
+				t.Errorf("member gone %v, reported %+v", gone, rep)
+			}
+		})
+	}
 }

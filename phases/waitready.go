@@ -117,22 +117,31 @@ func runWaitReady(ctx context.Context, e *host.Env, s *State) error {
 }
 
 // waitKubeletHealthy is --wait=kubelet, what kubeadm's kubelet-start waits for: the kubelet
-// answers its /healthz (port from its config.yaml) and holds its client certificate.
+// answers its /healthz (port from its config.yaml) and holds its client certificate. A kubelet
+// whose healthzPort is 0 serves no /healthz (the kubelet's "0 disables"): then only the client
+// certificate is waited for, and the log says so.
 func waitKubeletHealthy(ctx context.Context, e *host.Env, s *State) error {
 	port := int32(10248)
 	if b, err := e.ReadFile(host.KubeletConfigPath); err == nil {
 		var kc struct {
 			HealthzPort *int32 `json:"healthzPort"`
 		}
-		if yaml.Unmarshal(b, &kc) == nil && kc.HealthzPort != nil && *kc.HealthzPort > 0 {
+		if yaml.Unmarshal(b, &kc) == nil && kc.HealthzPort != nil {
 			port = *kc.HealthzPort
 		}
 	}
 	url := fmt.Sprintf("http://127.0.0.1:%d/healthz", port)
+	what := "the kubelet's " + url + " and its client certificate"
+	if port <= 0 {
+		url, what = "", "the kubelet's client certificate (its healthz is off: healthzPort "+fmt.Sprint(port)+")"
+	}
 	client := e.HTTPClient(nil)
-	err := e.PollFor(ctx, "wait-ready", "the kubelet's "+url+" and its client certificate", 100*time.Millisecond, s.Opts.Timeouts.KubeletHealth, func(ctx context.Context) (bool, error) {
+	err := e.PollFor(ctx, "wait-ready", what, 100*time.Millisecond, s.Opts.Timeouts.KubeletHealth, func(ctx context.Context) (bool, error) {
 		if !e.Exists(host.KubeletClientCurrent) {
 			return false, nil
+		}
+		if url == "" {
+			return true, nil
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
@@ -146,8 +155,15 @@ func waitKubeletHealthy(ctx context.Context, e *host.Env, s *State) error {
 		return resp.StatusCode == http.StatusOK, nil
 	})
 	if err != nil {
-		return operr.Newf(operr.Timeout, "the kubelet did not answer %s within %s", url, s.Opts.Timeouts.KubeletHealth).
-			WithHint("check the kubelet: systemctl status kubelet; journalctl -xeu kubelet")
+		failed := fmt.Sprintf("the kubelet did not answer %s within %s", url, s.Opts.Timeouts.KubeletHealth)
+		if url == "" {
+			failed = fmt.Sprintf("the kubelet did not get its client certificate %s within %s", host.KubeletClientCurrent, s.Opts.Timeouts.KubeletHealth)
+		}
+		return operr.New(operr.Timeout, failed, "check the kubelet: systemctl status kubelet; journalctl -xeu kubelet")
+	}
+	if url == "" {
+		e.Logf("wait-ready", "the kubelet holds its client certificate %s after start; its healthz is off (healthzPort %d), so its health was not checked; not waiting for the Node (--wait=kubelet)", e.Clock.Since(s.Started).Round(time.Millisecond), port)
+		return nil
 	}
 	e.Logf("wait-ready", "the kubelet is healthy (%s) %s after start; not waiting for the Node (--wait=kubelet)", url, e.Clock.Since(s.Started).Round(time.Millisecond))
 	return nil

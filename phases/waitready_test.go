@@ -116,6 +116,35 @@ func TestWaitKubeletOnlyWaitsForHealthz(t *testing.T) {
 	}
 }
 
+// A kubelet whose healthzPort is 0 serves no /healthz (0 disables it): --wait=kubelet then
+// waits for its client certificate only and asks no port, neither 0 nor the default.
+func TestWaitKubeletOnlyWithHealthzOff(t *testing.T) {
+	t.Parallel()
+	h := newTestHost(t)
+	var asked atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		fmt.Fprint(w, "ok")
+	}))
+	defer srv.Close()
+	h.env.HTTPClient = func(*x509.CertPool) *http.Client { return srv.Client() }
+	writeHostFile(t, h.root, host.KubeletConfigPath, "kind: KubeletConfiguration\nhealthzPort: 0\n")
+	o := h.options(t)
+	o.WaitKubeletOnly = true
+	o.Timeouts.KubeletHealth = time.Second
+	err := runPhase(WaitReady, h.env, &State{Opts: o, Started: h.env.Clock.Now()})
+	if operr.CodeOf(err) != operr.Timeout || !strings.Contains(err.Error(), "did not get its client certificate "+host.KubeletClientCurrent) {
+		t.Errorf("without the client certificate: %v", err)
+	}
+	writeHostFile(t, h.root, host.KubeletClientCurrent, "cert")
+	if err := runPhase(WaitReady, h.env, &State{Opts: o, Started: h.env.Clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if asked.Load() != 0 || !strings.Contains(h.out.String(), "its healthz is off (healthzPort 0)") {
+		t.Errorf("healthz asked %d times, want none; output:\n%s", asked.Load(), h.out)
+	}
+}
+
 func writeHostFile(t *testing.T, root, p, content string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755); err != nil {

@@ -32,10 +32,14 @@ type Cluster struct {
 	LockHeld        bool // by another joiner
 	// RemoveStops: a removal is applied, but answered as the removed member answers it
 	// ("server stopped").
-	RemoveStops    bool
-	Locks, Unlocks int
-	Added, Removed []uint64
-	Promoted       []uint64
+	RemoveStops bool
+	// RemoveError, when set, is MemberRemove's answer: the member stays.
+	RemoveError error
+	// MoveLeaderError, when set, is MoveLeader's answer: the leader stays.
+	MoveLeaderError error
+	Locks, Unlocks  int
+	Added, Removed  []uint64
+	Promoted        []uint64
 	// OnPromote is called when a member is promoted (nil: nothing).
 	OnPromote func()
 	// OnRemove, when set, is called as a member is removed.
@@ -111,6 +115,9 @@ func (f *Cluster) MemberPromote(_ context.Context, id uint64) (*clientv3.MemberP
 func (f *Cluster) MemberRemove(_ context.Context, id uint64) (*clientv3.MemberRemoveResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.RemoveError != nil {
+		return nil, f.RemoveError
+	}
 	for i, m := range f.Members {
 		if m.ID == id {
 			f.Members = append(f.Members[:i], f.Members[i+1:]...)
@@ -143,6 +150,9 @@ func (f *Cluster) Status(_ context.Context, endpoint string) (*clientv3.StatusRe
 func (f *Cluster) MoveLeader(_ context.Context, id uint64) (*clientv3.MoveLeaderResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.MoveLeaderError != nil {
+		return nil, f.MoveLeaderError
+	}
 	for _, m := range f.Members {
 		if m.ID == id && !m.IsLearner {
 			f.Leader = id
