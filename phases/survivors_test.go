@@ -258,8 +258,8 @@ func TestResetRemovesThePendingKey(t *testing.T) {
 
 // A fresh CSR is waited for from the create's answer, never read back: here the answer
 // already carries the certificate (the fake signs at once), so no other CSR request is made.
-// Once it is issued,
-// the journal forgets the pending key, the key file goes, and the log names what was written.
+// Once it is issued, the journal forgets the pending key, the key file goes, and the log names
+// what was written.
 func TestTLSBootstrapFromTheCreatesAnswer(t *testing.T) {
 	t.Parallel()
 	h := newTestHost(t)

@@ -132,15 +132,16 @@ func waitKubeletHealthy(ctx context.Context, e *host.Env, s *State) error {
 	}
 	url := fmt.Sprintf("http://127.0.0.1:%d/healthz", port)
 	what := "the kubelet's " + url + " and its client certificate"
-	if port <= 0 {
-		url, what = "", "the kubelet's client certificate (its healthz is off: healthzPort "+fmt.Sprint(port)+")"
+	off := port <= 0 // the kubelet serves no /healthz
+	if off {
+		what = "the kubelet's client certificate (its healthz is off: healthzPort " + fmt.Sprint(port) + ")"
 	}
 	client := e.HTTPClient(nil)
 	err := e.PollFor(ctx, "wait-ready", what, 100*time.Millisecond, s.Opts.Timeouts.KubeletHealth, func(ctx context.Context) (bool, error) {
 		if !e.Exists(host.KubeletClientCurrent) {
 			return false, nil
 		}
-		if url == "" {
+		if off {
 			return true, nil
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -156,12 +157,12 @@ func waitKubeletHealthy(ctx context.Context, e *host.Env, s *State) error {
 	})
 	if err != nil {
 		failed := fmt.Sprintf("the kubelet did not answer %s within %s", url, s.Opts.Timeouts.KubeletHealth)
-		if url == "" {
+		if off {
 			failed = fmt.Sprintf("the kubelet did not get its client certificate %s within %s", host.KubeletClientCurrent, s.Opts.Timeouts.KubeletHealth)
 		}
 		return operr.New(operr.Timeout, failed, "check the kubelet: systemctl status kubelet; journalctl -xeu kubelet")
 	}
-	if url == "" {
+	if off {
 		e.Logf("wait-ready", "the kubelet holds its client certificate %s after start; its healthz is off (healthzPort %d), so its health was not checked; not waiting for the Node (--wait=kubelet)", e.Clock.Since(s.Started).Round(time.Millisecond), port)
 		return nil
 	}
