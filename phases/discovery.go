@@ -20,7 +20,7 @@ import (
 //
 //	Reads:  s.Opts (Endpoint, DiscoveryToken, Pins, UnsafeSkipCAVerification, DiscoveryFile, TLSBootstrapToken,
 //	        Timeouts, NodeName, ControlPlane, DryRun)
-//	Writes: s.Discovery, s.BootstrapClient, s.api (several endpoints), s.Journal (node, CA pin, endpoint, role), s.Warnings (clock skew)
+//	Writes: s.Discovery, s.BootstrapClient, s.BootstrapWatcher, s.api (several endpoints), s.Journal (node, CA pin, endpoint, role), s.Warnings (clock skew)
 var Discovery = Phase{ReadOnly: true, Name: "discovery", Short: "Fetch and verify cluster-info (CA pinning)", Run: runDiscovery}
 
 func runDiscovery(ctx context.Context, e *host.Env, s *State) error {
@@ -116,6 +116,14 @@ func runDiscovery(ctx context.Context, e *host.Env, s *State) error {
 		return operr.Wrap(operr.Other, err, "build the bootstrap client", "")
 	}
 	s.BootstrapClient = client
+	// A watch is one long request: the client's 10 s timeout would end it every 10 s (a
+	// join waiting out a storm re-watched ten times a minute). The watcher has none; each
+	// watch asks the server to end it (tlsbootstrap.WatchFor) and is bounded on this side too.
+	wcfg := rest.CopyConfig(cfg)
+	wcfg.Timeout = 0
+	if s.BootstrapWatcher, err = e.Client(wcfg); err != nil {
+		return operr.Wrap(operr.Other, err, "build the bootstrap client", "")
+	}
 	if j := s.Journal; j != nil && !s.Opts.DryRun {
 		j.Node, j.CAPin, j.Endpoint = s.Opts.NodeName, s.Discovery.CAPin, s.Discovery.Server
 		j.Role = "worker"

@@ -30,6 +30,9 @@ type State struct {
 	// Discovery.
 	Discovery       *discovery.Result
 	BootstrapClient kubernetes.Interface
+	// BootstrapWatcher is BootstrapClient without its per-request timeout, for watches (the
+	// CSR's): a watch lasts as long as the server is asked to keep it, not 10 s.
+	BootstrapWatcher kubernetes.Interface
 	// KubeletServer is the API server kubelet.conf names (set when it is written).
 	KubeletServer string
 	// api is set when several endpoints were given: the addresses the join's clients fail

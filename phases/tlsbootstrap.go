@@ -27,7 +27,7 @@ import (
 // leaves the node) and writes the kubelet's layout: pki/kubelet-client-<ts>.pem, the
 // -current.pem symlink, kubelet.conf pointing at it, and the cluster CA.
 //
-//	Reads:  s.BootstrapClient, s.Discovery (Server, CAData), s.api, s.Opts (NodeName, Timeouts, DryRun); kube-system/kubeadm-config (several endpoints)
+//	Reads:  s.BootstrapClient, s.BootstrapWatcher, s.Discovery (Server, CAData), s.api, s.Opts (NodeName, Timeouts, DryRun); kube-system/kubeadm-config (several endpoints)
 //	Writes: s.NodeKey, s.CSRName, s.ClientCertPath, s.StaleNode (a NotReady Node of this name);
 //	        /etc/kubernetes/{pki/ca.crt,kubelet.conf}, /var/lib/kubelet/pki/kubelet-client-*.pem
 //	        and its -current.pem symlink, /var/lib/kubelet/pki/kjoin-pending-client.key (the key
@@ -70,7 +70,7 @@ func runTLSBootstrap(ctx context.Context, e *host.Env, s *State) error {
 			fx.Symlink(pem, host.KubeletClientCurrent), fx.WriteFile(host.KubeletKubeconfig, nil, 0o600))
 	}
 	req := tlsbootstrap.Request{
-		Client: s.BootstrapClient, NodeName: name, Timeout: s.Opts.Timeouts.TLSBootstrap, Clock: e.Clock,
+		Client: s.BootstrapClient, Watcher: s.BootstrapWatcher, NodeName: name, Timeout: s.Opts.Timeouts.TLSBootstrap, Clock: e.Clock,
 		Logf: func(f string, a ...any) {
 			e.Debugf("tls-bootstrap", f, a...)
 			e.Note("tls-bootstrap", fmt.Sprintf(f, a...)) // the wait line says why it still waits

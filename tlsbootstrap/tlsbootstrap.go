@@ -39,13 +39,21 @@ import (
 	"kjoin.dev/kjoin/token"
 )
 
+// WatchFor is how long one watch of the CSR lasts before the server ends it and it is made
+// again from the last version seen: a join waiting minutes in a storm makes one a minute.
+const WatchFor = time.Minute
+
 // AutoApproveBinding is the ClusterRoleBinding kubeadm creates so that the controller-manager
 // approves kubelet client CSRs made with a bootstrap token.
 const AutoApproveBinding = "kubeadm:node-autoapprove-bootstrap"
 
 // Request asks for a kubelet client certificate.
 type Request struct {
-	Client   kubernetes.Interface
+	Client kubernetes.Interface
+	// Watcher makes the CSR's watch (nil: Client): a client without the per-request timeout
+	// Client has, which would end each watch after it. Each watch asks the server to end it
+	// after WatchFor and is cancelled here a little later (a connection gone silent).
+	Watcher  kubernetes.Interface
 	NodeName string
 	Key      crypto.Signer
 	Timeout  time.Duration
@@ -350,6 +358,11 @@ func waitFrom(ctx context.Context, r Request, name string, seen *certificatesv1.
 		return false, nil
 	}
 	csrs := r.Client.CertificatesV1().CertificateSigningRequests()
+	watcher := r.Watcher
+	if watcher == nil {
+		watcher = r.Client
+	}
+	watched := watcher.CertificatesV1().CertificateSigningRequests()
 	bound := false
 	// One watch, re-established from the last version seen when the server ends it; the CSR
 	// is read (GET) only at the start and after a failure, and failures are paced by a
@@ -371,7 +384,7 @@ func waitFrom(ctx context.Context, r Request, name string, seen *certificatesv1.
 		}
 		switch {
 		case watching:
-			done, last, ok, ferr := watchUntilFinal(ctx, csrs, name, rv, check)
+			done, last, ok, ferr := watchUntilFinal(ctx, watched, name, rv, check)
 			if done {
 				if ferr != nil {
 					return nil, ferr
@@ -441,7 +454,12 @@ func waitFrom(ctx context.Context, r Request, name string, seen *certificatesv1.
 // ended with an error or the CSR's deletion (the caller then reads the CSR again).
 func watchUntilFinal(ctx context.Context, csrs certificatesclient.CertificateSigningRequestInterface, name, rv string,
 	check func(*certificatesv1.CertificateSigningRequest) (bool, error)) (done bool, last string, ok bool, err error) {
-	w, werr := csrs.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(), ResourceVersion: rv, AllowWatchBookmarks: true})
+	// The server ends the watch after WatchFor; this side gives it a few seconds more, for
+	// a connection that went silent (the caller's ctx still bounds it: ctx.Err is checked).
+	wctx, cancel := context.WithTimeout(ctx, WatchFor+5*time.Second)
+	defer cancel()
+	secs := int64(WatchFor / time.Second)
+	w, werr := csrs.Watch(wctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(), ResourceVersion: rv, AllowWatchBookmarks: true, TimeoutSeconds: &secs})
 	if werr != nil {
 		return false, "", false, nil
 	}
@@ -450,7 +468,7 @@ func watchUntilFinal(ctx context.Context, csrs certificatesclient.CertificateSig
 	for {
 		var ev watch.Event
 		select {
-		case <-ctx.Done():
+		case <-wctx.Done():
 			return false, last, true, nil
 		case e, open := <-w.ResultChan():
 			if !open {

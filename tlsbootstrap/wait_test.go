@@ -134,6 +134,45 @@ func TestWaitCreatedWatchesFromTheCreatesAnswer(t *testing.T) {
 	}
 }
 
+// The CSR is watched through the Watcher (the client without a per-request timeout, which
+// would end each watch after 10 s), and each watch asks the server to end it after WatchFor:
+// a join waiting minutes in a storm makes one watch a minute, not six.
+func TestCSRWatchedByTheWatcherForAMinute(t *testing.T) {
+	c := fake.NewClientset()
+	r := request(t, c, 10*time.Second)
+	created, err := Submit(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.ResourceVersion = "5"
+	c.PrependWatchReactor("certificatesigningrequests", func(k8stesting.Action) (bool, watch.Interface, error) {
+		t.Error("the CSR was watched with the client that has a request timeout")
+		return true, nil, fmt.Errorf("not this client")
+	})
+	watcher := fake.NewClientset()
+	var seen calls
+	watcher.PrependWatchReactor("certificatesigningrequests", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		wa := a.(k8stesting.WatchActionImpl)
+		secs := "none"
+		if ts := wa.ListOptions.TimeoutSeconds; ts != nil {
+			secs = fmt.Sprint(*ts)
+		}
+		seen.add("watch@" + wa.WatchRestrictions.ResourceVersion + " for " + secs)
+		w := watch.NewFake()
+		cur := created.DeepCopy()
+		go w.Modify(issued(cur, "6"))
+		return true, w, nil
+	})
+	r.Watcher = watcher
+	out, err := WaitCreated(context.Background(), r, created)
+	if err != nil || string(out.CertPEM) != "issued" {
+		t.Fatalf("%v %+v", err, out)
+	}
+	if got, want := seen.String(), fmt.Sprintf("watch@5 for %d", int64(WatchFor/time.Second)); got != want || WatchFor != time.Minute {
+		t.Errorf("watches %q (WatchFor %s): want %q, one minute", got, WatchFor, want)
+	}
+}
+
 // Reads that keep failing (a throttled API server) are paced by a growing back-off with
 // jitter, not a fixed interval: over one second of 429s with a 10 ms first pause, a handful
 // of reads rather than a hundred.
