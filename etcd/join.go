@@ -32,6 +32,10 @@ type Join struct {
 	// quorum fails after QuorumGrace instead of waiting for the timeout.
 	Status      func(ctx context.Context, endpoint string) (*clientv3.StatusResponse, error)
 	QuorumGrace time.Duration
+	// OnTurn runs once the join holds the lock, before it looks at the membership (nil: no
+	// step): what runs this node's etcd member and would only wait while others join starts
+	// here (the kubelet, which runs the etcd static pod).
+	OnTurn func(ctx context.Context) error
 	// Restart restarts this node's etcd process (the kubelet starts it again); nil: never.
 	// Used once at most, on a learner whose start-up publish has stalled (see unstall).
 	Restart func() error
@@ -113,6 +117,11 @@ func (j *Join) Run(ctx context.Context) (res *Result, err error) {
 		_ = j.Lock.Unlock(uctx)
 	}()
 	j.At("etcd-join/locked")
+	if j.OnTurn != nil {
+		if err := j.OnTurn(ctx); err != nil {
+			return nil, err
+		}
+	}
 
 	members, err := j.list(ctx)
 	if err != nil {

@@ -31,9 +31,11 @@ import (
 // data (member/), only from a data directory the join found empty;
 // the lock's lease is kept in the journal while held, so the re-run of a killed join revokes it.
 //
-//	Reads:  s.Cluster, s.AdminClient, s.Journal (EtcdLockLease), s.Opts (NodeName, AdvertiseAddress, Timeouts)
+//	Reads:  s.Cluster, s.AdminClient, s.Journal (EtcdLockLease), s.Opts (NodeName, AdvertiseAddress, Timeouts),
+//	        s.startKubelet (kubelet-start's restart, run once this node holds the etcd join lock)
 //	Writes: s.EtcdMemberID, s.Journal (EtcdLockLease, EtcdMemberID, EtcdDataDir); /etc/kubernetes/manifests/etcd.yaml, the etcd data dir
-//	        (etcd.local.dataDir, /var/lib/etcd by default; its member/ removed with an undone learner)
+//	        (etcd.local.dataDir, /var/lib/etcd by default; its member/ removed with an undone learner);
+//	        runs systemctl restart kubelet when kubelet-start left it to this turn
 var EtcdJoin = Phase{
 	Name: "etcd-join", Short: "Add this node's etcd member (learner, then voter)",
 	Skip: func(s *State) string {
@@ -130,6 +132,7 @@ func runEtcdJoin(ctx context.Context, e *host.Env, s *State) error {
 			return e.Fx().Remove(path.Join(dataDir, etcdMemberData))
 		},
 		Logf:    func(f string, a ...any) { e.Logf("etcd-join", f, a...) },
+		OnTurn:  s.startKubelet, // kubelet-start left it to this turn (nil: it has started)
 		Restart: func() error { return restartEtcd(e, s.Opts.NodeName, peerURL) },
 		Local:   etcdLocalState(e, manifests.EtcdMetricsURL(s.Cluster, manifestNode(e, s))),
 		WriteManifest: func(members []etcd.Member) error {

@@ -330,3 +330,60 @@ func TestControlPlaneDryRunPlansEtcdRepairs(t *testing.T) {
 	}
 	assertNothingWritten(t, c.testHost)
 }
+
+// A stacked control plane's kubelet starts inside this node's etcd turn: kubelet-start only
+// enables it, and etcd-join restarts it once the join lock is held, so a control plane
+// waiting behind others has no kubelet backing off against its own API server. A run
+// without etcd-join (one phase, or skipped) starts it in kubelet-start as before; a join
+// that never gets the lock never starts it.
+func TestControlPlaneKubeletStartsInItsEtcdTurn(t *testing.T) {
+	t.Parallel()
+	restarts := func(c *cpHost) int {
+		c.runner.mu.Lock()
+		defer c.runner.mu.Unlock()
+		return strings.Count(strings.Join(c.runner.calls, "\n"), "systemctl restart kubelet")
+	}
+	c := newCPHost(t)
+	atLock := -1
+	c.env.Fault = func(p string) {
+		if p == "etcd-join/locked" {
+			atLock = restarts(c)
+		}
+	}
+	res, err := Run(context.Background(), c.env, &State{Opts: c.options(t)}, Join, RunOptions{})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, c.out)
+	}
+	if atLock != 0 || restarts(c) != 1 || !c.runner.active {
+		t.Errorf("kubelet restarts when the lock was taken: %d, in all: %d (running %v); want 0, then 1", atLock, restarts(c), c.runner.active)
+	}
+	if !strings.Contains(c.out.String(), "etcd-join starts it once this node's turn") {
+		t.Errorf("kubelet-start does not say the kubelet starts in etcd-join:\n%s", c.out)
+	}
+	for _, r := range res {
+		if r.Name == "kubelet-start" && r.Status == "skipped" {
+			t.Errorf("kubelet-start skipped: %+v", r)
+		}
+	}
+
+	for _, o := range []RunOptions{{Only: []string{"kubelet-start"}}, {Skip: []string{"etcd-join"}}} {
+		c := newCPHost(t)
+		if _, err := Run(context.Background(), c.env, &State{Opts: c.options(t)}, Join, o); err != nil && len(o.Only) == 0 {
+			t.Logf("%+v: %v (after kubelet-start)", o, err)
+		}
+		if restarts(c) != 1 {
+			t.Errorf("%+v: %d kubelet restarts, want kubelet-start's one (etcd-join does not run)", o, restarts(c))
+		}
+	}
+
+	busy := newCPHost(t)
+	busy.etcd.LockHeld = true
+	o := busy.options(t)
+	o.Timeouts.EtcdAPICall = 200 * time.Millisecond
+	if _, err := Run(context.Background(), busy.env, &State{Opts: o}, Join, RunOptions{}); operr.CodeOf(err) != operr.Busy {
+		t.Fatalf("got %v, want busy", err)
+	}
+	if restarts(busy) != 0 {
+		t.Errorf("the kubelet was started by a join that never held the etcd join lock")
+	}
+}

@@ -37,6 +37,7 @@ type RunOptions struct {
 // plans one reports "would change" rather than "ran".
 func Run(ctx context.Context, e *host.Env, s *State, wf []Phase, o RunOptions) ([]PhaseResult, error) {
 	e = s.effects(e, s.Opts.DryRun, s.journalFirst)
+	s.etcdJoinFollows = workflow.Runs(wf, workflow.Options{Skip: o.Skip, Only: o.Only}, EtcdJoin.Name)
 	results, err := workflow.Run(ctx, e, s, wf, workflow.Options{Skip: o.Skip, Only: o.Only, AfterPhase: o.AfterPhase}, workflow.Hooks[*State]{
 		Changes: func(s *State) int {
 			if s.Opts.DryRun {

@@ -1,6 +1,7 @@
 package phases
 
 import (
+	"context"
 	"crypto"
 	"fmt"
 	"os"
@@ -33,6 +34,11 @@ type State struct {
 	// BootstrapWatcher is BootstrapClient without its per-request timeout, for watches (the
 	// CSR's): a watch lasts as long as the server is asked to keep it, not 10 s.
 	BootstrapWatcher kubernetes.Interface
+	// etcdJoinFollows: this run's options let etcd-join run (the runner sets it); with it a
+	// stacked control plane's kubelet starts in etcd-join's turn (startKubelet, set by
+	// kubelet-start), not before.
+	etcdJoinFollows bool
+	startKubelet    func(context.Context) error
 	// KubeletServer is the API server kubelet.conf names (set when it is written).
 	KubeletServer string
 	// api is set when several endpoints were given: the addresses the join's clients fail

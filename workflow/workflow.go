@@ -90,6 +90,31 @@ func check[S any](wf []Phase[S], names ...[]string) error {
 	return nil
 }
 
+// selected is the set Only names with the phases they need (empty: every phase).
+func selected[S any](wf []Phase[S], names []string) map[string]bool {
+	only := toSet(names)
+	for _, p := range wf {
+		if only[p.Name] {
+			for _, n := range p.Needs {
+				only[n] = true
+			}
+		}
+	}
+	return only
+}
+
+// Runs reports whether o lets phase name of wf run (its own Skip is not asked): a phase
+// that leaves work to a later one asks whether that one will come in this run.
+func Runs[S any](wf []Phase[S], o Options, name string) bool {
+	only := selected(wf, o.Only)
+	for _, p := range wf {
+		if p.Name == name {
+			return (len(only) == 0 || only[name]) && !toSet(o.Skip)[name]
+		}
+	}
+	return false
+}
+
 // Run executes the workflow in order and returns the per-phase results. It stops at the
 // first error, wrapped with the phase name.
 func Run[S any](ctx context.Context, e *host.Env, s S, wf []Phase[S], o Options, h Hooks[S]) ([]Result, error) {
@@ -102,14 +127,7 @@ func Run[S any](ctx context.Context, e *host.Env, s S, wf []Phase[S], o Options,
 		}
 	}
 	skip := toSet(o.Skip)
-	only := toSet(o.Only)
-	for _, p := range wf {
-		if only[p.Name] {
-			for _, n := range p.Needs {
-				only[n] = true
-			}
-		}
-	}
+	only := selected(wf, o.Only)
 	var results []Result
 	for _, p := range wf {
 		res := Result{Name: p.Name}
