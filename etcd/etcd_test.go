@@ -444,3 +444,33 @@ func TestJoinRestartsAStalledLearner(t *testing.T) {
 		})
 	}
 }
+
+// OnTurn runs once the lock is held, before the membership is looked at; when it fails the
+// join adds nothing, writes no manifest, lets the lock go and returns that failure.
+func TestJoinOnTurnRunsUnderTheLock(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		f := newFake()
+		l := &fakeLock{}
+		var logs []string
+		j, manifests := newJoin(f, l, &logs)
+		boom := errors.New("kubelet did not start")
+		var lockedThen, addsThen int
+		j.OnTurn = func(context.Context) error {
+			lockedThen, addsThen = l.locked, f.addCalls
+			if fail {
+				return boom
+			}
+			return nil
+		}
+		res, err := j.Run(context.Background())
+		if lockedThen != 1 || addsThen != 0 {
+			t.Errorf("fail=%v: OnTurn ran with %d locks taken and %d adds made; want 1 and 0", fail, lockedThen, addsThen)
+		}
+		switch {
+		case fail && (!errors.Is(err, boom) || f.addCalls != 0 || len(*manifests) != 0 || l.unlocked != 1):
+			t.Errorf("OnTurn failed: err %v, %d adds, %d manifests, %d unlocks; want its error and nothing done, the lock let go", err, f.addCalls, len(*manifests), l.unlocked)
+		case !fail && (err != nil || !res.Added):
+			t.Errorf("OnTurn succeeded: %v %+v", err, res)
+		}
+	}
+}
