@@ -64,6 +64,11 @@ var mutations = []mutation{
 	{"phases/reset_kubelet.go", "runResetKubelet", "\tif !e.Fx().Planning() {", "\tif true {", "./phases", "TestResetDryRunChangesNothing"},
 	{"diagnose/local.go", "diagnosis.kubeletChecks", "g.kubeletExited = props[", "_ = props[", "./diagnose", "TestFaultsNamedByTheVerdict"},
 	{"etcd/join.go", "Join.watchPublish", "\t\tcase st.Applied >= published:\n\t\t\tif since.IsZero() {", "\t\tcase st.Pending > 0:\n\t\t\tif since.IsZero() {", "./etcd", "TestJoinKnowsAStalledPublishFromTheLearnersState"},
+	{"tlsbootstrap/tlsbootstrap.go", "waitFrom", "\twatcher := r.Watcher\n", "\twatcher := r.Client\n\t_ = r.Watcher\n", "./tlsbootstrap", "TestCSRWatchedByTheWatcherForAMinute"},
+	{"tlsbootstrap/tlsbootstrap.go", "watchUntilFinal", "AllowWatchBookmarks: true, TimeoutSeconds: &secs}", "AllowWatchBookmarks: true, TimeoutSeconds: func() *int64 { _ = secs; return nil }()}", "./tlsbootstrap", "TestCSRWatchedByTheWatcherForAMinute"},
+	{"phases/discovery.go", "runDiscovery", "\twcfg.Timeout = 0\n", "\t_ = 0\n", "./phases", "TestDiscoveryMakesAWatcherWithoutTheRequestTimeout"},
+	{"phases/kubeletstart.go", "runKubeletStart", "s.Opts.ControlPlane && s.etcdJoinFollows &&", "s.Opts.ControlPlane &&", "./phases", "TestControlPlaneKubeletStartsInItsEtcdTurn"},
+	{"etcd/join.go", "Join.Run", "\tif j.OnTurn != nil {\n\t\tif err := j.OnTurn(ctx); err != nil {", "\tif j.OnTurn != nil {\n\t\tif err := j.OnTurn(ctx); err == nil {", "./etcd", "TestJoinOnTurnRunsUnderTheLock"},
 	{"phases/reset_staticpods.go", "removeStaticPods", "\t\tif path.Dir(path.Clean(t)) != host.ManifestsDir || !strings.HasSuffix(t, \".yaml\") || path.Clean(t) == keep {", "\t\tif false && (path.Dir(path.Clean(t)) != host.ManifestsDir || !strings.HasSuffix(t, \".yaml\")) || path.Clean(t) == keep {", "./phases", "TestResetWith|TestResetStaticPodsRemovesOnlyManifests"},
 }
 
