@@ -12,6 +12,7 @@ import (
 
 	"kjoin.dev/kjoin/discovery"
 	"kjoin.dev/kjoin/host"
+	"kjoin.dev/kjoin/joinrequest"
 	"kjoin.dev/kjoin/operr"
 )
 
@@ -46,15 +47,7 @@ func runDiscovery(ctx context.Context, e *host.Env, s *State) error {
 		if s.Opts.DiscoveryToken == nil {
 			return operr.New(operr.Usage, "no discovery method: give an API server endpoint and --token, or --discovery-file", "")
 		}
-		trust := "verified by the pinned CA"
-		if len(s.Opts.Pins) == 0 {
-			trust = "its CA NOT verified (unpinned)"
-		}
-		from := s.Opts.Endpoint
-		if len(s.Opts.MoreEndpoints) > 0 {
-			from += " (or " + strings.Join(s.Opts.MoreEndpoints, ", ") + ")"
-		}
-		waited := e.Waiting("discovery", fmt.Sprintf("cluster-info from %s, %s and signed for token %s", from, trust, s.Opts.DiscoveryToken.ID), s.Opts.Timeouts.Discovery)
+		waited := e.Waiting("discovery", discoveryAwaited(s.Opts), s.Opts.Timeouts.Discovery)
 		res, err := discovery.Token(ctx, discovery.Request{
 			Endpoint:                 s.Opts.Endpoint,
 			MoreEndpoints:            s.Opts.MoreEndpoints,
@@ -132,6 +125,20 @@ func runDiscovery(ctx context.Context, e *host.Env, s *State) error {
 		}
 	}
 	return nil
+}
+
+// discoveryAwaited names what token discovery waits for, for its wait line: the endpoints,
+// whether the CA is pinned, and the token's ID (never its secret).
+func discoveryAwaited(o joinrequest.Options) string {
+	trust := "verified by the pinned CA"
+	if len(o.Pins) == 0 {
+		trust = "its CA NOT verified (unpinned)"
+	}
+	from := o.Endpoint
+	if len(o.MoreEndpoints) > 0 {
+		from += " (or " + strings.Join(o.MoreEndpoints, ", ") + ")"
+	}
+	return fmt.Sprintf("cluster-info from %s, %s and signed for token %s", from, trust, o.DiscoveryToken.ID)
 }
 
 // hostOf is a server URL's host:port ("" when it has none).
