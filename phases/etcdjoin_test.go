@@ -2,18 +2,27 @@ package phases
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"kjoin.dev/kjoin/clusterconfig"
+	"kjoin.dev/kjoin/etcd"
 	"kjoin.dev/kjoin/host"
+	"kjoin.dev/kjoin/joinrequest"
 	"kjoin.dev/kjoin/operr"
 )
 
@@ -244,6 +253,7 @@ func TestControlPlaneStartAlone(t *testing.T) {
 func TestRestartEtcdSignalsOnlyThisNodesEtcd(t *testing.T) {
 	t.Parallel()
 	procs := []host.Process{
+		{PID: 2}, // a kernel thread: no command line
 		{PID: 10, Args: []string{"etcd", "--name=cp3", "--initial-advertise-peer-urls=https://10.0.0.13:2380"}},
 		{PID: 11, Args: []string{"/usr/local/bin/etcd", "--name=cp2", "--initial-advertise-peer-urls=https://10.0.0.12:2380"}},
 		{PID: 12, Args: []string{"kube-apiserver", "--name=cp2", "--initial-advertise-peer-urls=https://10.0.0.12:2380"}},
@@ -385,5 +395,188 @@ func TestControlPlaneKubeletStartsInItsEtcdTurn(t *testing.T) {
 	}
 	if restarts(busy) != 0 {
 		t.Errorf("the kubelet was started by a join that never held the etcd join lock")
+	}
+}
+
+// etcd-join is a stacked control plane's: a worker and an external etcd skip it, and a
+// control plane without the cluster's configuration yet (one phase run alone) does not.
+func TestEtcdJoinSkips(t *testing.T) {
+	t.Parallel()
+	external := &clusterconfig.ClusterConfiguration{}
+	external.Etcd.External = &clusterconfig.ExternalEtcd{Endpoints: []string{"https://10.0.0.50:2379"}}
+	stacked := &clusterconfig.ClusterConfiguration{}
+	stacked.Etcd.Local = &clusterconfig.LocalEtcd{DataDir: "/var/lib/etcd"}
+	cp := joinrequest.Options{ControlPlane: true}
+	for _, tc := range []struct {
+		s    *State
+		want string
+	}{
+		{&State{Opts: joinrequest.Options{}, Cluster: stacked}, "worker node"},
+		{&State{Opts: cp, Cluster: external}, "external etcd"},
+		{&State{Opts: cp, Cluster: stacked}, ""},
+		{&State{Opts: cp}, ""},
+	} {
+		if got := EtcdJoin.Skip(tc.s); got != tc.want {
+			t.Errorf("control plane %v, cluster %+v: skip %q, want %q", tc.s.Opts.ControlPlane, tc.s.Cluster, got, tc.want)
+		}
+	}
+}
+
+// While this node holds (or waits for) the etcd join lock, the journal on disk names the
+// lock's lease, so a re-run after a kill can revoke it; once released it names none.
+func TestEtcdJoinJournalsItsLockLeaseWhileHeld(t *testing.T) {
+	t.Parallel()
+	c := newCPHost(t)
+	var held int64 = -1
+	c.env.Fault = func(p string) {
+		if p == "etcd-join/locked" {
+			j, err := LoadJournal(c.env)
+			if err != nil {
+				t.Errorf("journal while locked: %v", err)
+				return
+			}
+			held = j.EtcdLockLease
+		}
+	}
+	s := &State{Opts: c.options(t), Journal: &Journal{}}
+	if _, err := Run(context.Background(), c.env, s, Join, RunOptions{}); err != nil {
+		t.Fatalf("%v\n%s", err, c.out)
+	}
+	if held != 0x4b1 {
+		t.Errorf("journal on disk named lock lease %x while the lock was held, want the session's 4b1", held)
+	}
+	if j, err := LoadJournal(c.env); err != nil || j.EtcdLockLease != 0 {
+		t.Errorf("after the join the journal names lease %x (%v), want none", j.EtcdLockLease, err)
+	}
+}
+
+// The learner's data in the etcd data directory is this join's to remove when this join found
+// the directory empty, now or (per the journal) in the interrupted run that began it.
+func TestClaimEtcdDataDir(t *testing.T) {
+	t.Parallel()
+	const dir = "/var/lib/etcd"
+	for _, tc := range []struct {
+		name    string
+		journal *Journal
+		data    bool // member/ already in the directory
+		owned   bool
+	}{
+		{"empty, journaled", &Journal{}, false, true},
+		{"empty, no journal", nil, false, true},
+		{"the interrupted run's learner data", &Journal{EtcdDataDir: dir}, true, true},
+		{"someone else's data", &Journal{}, true, false},
+		{"someone else's data, no journal", nil, true, false},
+		{"another directory journaled", &Journal{EtcdDataDir: "/data/etcd"}, true, false},
+	} {
+		h := newTestHost(t)
+		if tc.data {
+			if err := os.MkdirAll(h.env.Paths.Of(path.Join(dir, etcdMemberData, "wal")), 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s := &State{Journal: tc.journal}
+		owned, err := claimEtcdDataDir(h.env, s, dir)
+		if err != nil || owned != tc.owned {
+			t.Errorf("%s: owned %v (%v), want %v", tc.name, owned, err, tc.owned)
+		}
+		if st, err := os.Stat(h.env.Paths.Of(dir)); err != nil || st.Mode().Perm() != 0o700 {
+			t.Errorf("%s: data directory %v (%v), want it made 0700", tc.name, st, err)
+		}
+		if tc.journal != nil && tc.owned {
+			saved, err := LoadJournal(h.env)
+			if tc.journal.EtcdDataDir != dir || (!tc.data && (err != nil || saved.EtcdDataDir != dir)) {
+				t.Errorf("%s: journal %+v, saved %+v (%v): want the claim recorded and saved", tc.name, tc.journal, saved, err)
+			}
+		}
+	}
+}
+
+// The learner's own state is read from its plain-HTTP metrics URL, when there is one and a
+// client to read it with.
+func TestEtcdLocalStateReadsTheMetricsURL(t *testing.T) {
+	t.Parallel()
+	var asked atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/metrics" {
+			asked.Add(1)
+		}
+		_, _ = w.Write([]byte("etcd_server_has_leader 1\n"))
+	}))
+	defer srv.Close()
+	e := &host.Env{HTTPClient: func(*x509.CertPool) *http.Client { return srv.Client() }}
+	if etcdLocalState(e, "") != nil || etcdLocalState(&host.Env{}, srv.URL) != nil {
+		t.Error("a reader without a metrics URL or without an HTTP client")
+	}
+	read := etcdLocalState(e, srv.URL)
+	if read == nil {
+		t.Fatal("no reader for a metrics URL with a client")
+	}
+	_, _ = read(context.Background())
+	if asked.Load() != 1 {
+		t.Errorf("the reader asked %s/metrics %d times, want once", srv.URL, asked.Load())
+	}
+}
+
+// The etcd pods' advertised client URLs, not this node's own (a re-run's) and not a pod
+// without kubeadm's annotation; none of another node's is an error once the call's time is up.
+func TestEtcdEndpointsAreTheOtherMembers(t *testing.T) {
+	t.Parallel()
+	c := newCPHost(t)
+	pod := func(name, node, url string) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system", Labels: map[string]string{"component": "etcd", "tier": "control-plane"}},
+			Spec: corev1.PodSpec{NodeName: node}}
+		if url != "" {
+			p.Annotations = map[string]string{"kubeadm.kubernetes.io/etcd.advertise-client-urls": url}
+		}
+		return p
+	}
+	for _, p := range []*corev1.Pod{pod("etcd-cp2", "cp2", "https://10.0.0.12:2379"), pod("etcd-cp3", "cp3", "")} {
+		if _, err := c.client.CoreV1().Pods("kube-system").Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &State{Opts: c.options(t), AdminClient: c.client}
+	eps, err := etcdEndpoints(context.Background(), c.env, s)
+	if err != nil || !slices.Equal(eps, []string{"https://10.0.0.11:2379"}) {
+		t.Errorf("endpoints %v (%v), want cp1's alone", eps, err)
+	}
+	if err := c.client.CoreV1().Pods("kube-system").Delete(context.Background(), "etcd-cp1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.Opts.Timeouts.KubernetesAPICall = 2 * time.Second
+	if eps, err := etcdEndpoints(context.Background(), c.env, s); err == nil || !strings.Contains(err.Error(), "found no etcd pods") {
+		t.Errorf("only this node's and an unannotated etcd pod: endpoints %v (%v), want the error", eps, err)
+	}
+}
+
+// A dry run reads etcd with a client certificate it issues in memory from the downloaded etcd
+// CA: valid when it dials (not from a minute ahead), for client auth.
+func TestControlPlaneDryRunEtcdClientCertificate(t *testing.T) {
+	t.Parallel()
+	c := newCPHost(t)
+	var cfg *tls.Config
+	var at time.Time
+	dial := c.env.DialEtcd
+	c.env.DialEtcd = func(eps []string, tc *tls.Config) (etcd.Conn, error) {
+		cfg, at = tc, c.env.Clock.Now()
+		return dial(eps, tc)
+	}
+	s := &State{Opts: c.options(t)}
+	s.Opts.DryRun = true
+	if _, err := Run(context.Background(), c.env, s, Join, RunOptions{}); err != nil {
+		t.Fatalf("%v\n%s", err, c.out)
+	}
+	if cfg == nil || len(cfg.Certificates) != 1 || cfg.RootCAs == nil {
+		t.Fatalf("dry run dialled etcd with %+v: want one client certificate and the etcd CA", cfg)
+	}
+	cert, err := x509.ParseCertificate(cfg.Certificates[0].Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cert.NotBefore.After(at) || !cert.NotAfter.After(at) || !slices.Equal(cert.ExtKeyUsage, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}) {
+		t.Errorf("client certificate valid %s to %s, usages %v; dialled at %s", cert.NotBefore, cert.NotAfter, cert.ExtKeyUsage, at)
+	}
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: cfg.RootCAs, CurrentTime: at, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Errorf("the certificate does not verify against the etcd CA it trusts: %v", err)
 	}
 }
