@@ -32,7 +32,8 @@ func runKubeletStart(ctx context.Context, e *host.Env, s *State) error {
 	if err := fx.Service(ctx, "daemon-reload", ""); err != nil {
 		return kubeletStartError(err)
 	}
-	if err := recordEnable(ctx, e, s, "kubelet", func(j *Journal) *bool { return &j.EnabledKubelet }); err != nil {
+	kubeletEnabled := func(j *Journal) *bool { return &j.EnabledKubelet }
+	if err := recordEnable(ctx, e, s, "kubelet", kubeletEnabled); err != nil {
 		return err
 	}
 	if err := fx.Service(ctx, "enable", "kubelet"); err != nil {
