@@ -111,8 +111,10 @@ bench: build components
 	KJOIN_BIN=$(CURDIR)/bin/kjoin KJOIN_COMPONENTS=$$(e2e/components/build.sh) \
 	  $(GO) test -tags e2e -p 1 -count=1 -v -run 'TestBench|TestControlPlaneParallel|TestNineWorkersAtOnce|TestBootstrapStorm' -timeout 240m ./e2e/ || status=$$?; \
 	bin/lab down || true; \
-	if [ $$status -eq 0 ]; then cp $(BENCH_SAMPLES) BENCHMARKS.samples.jsonl && \
+	if [ $$status -eq 0 ]; then prev=$$(git log -1 --format=%h -- BENCHMARKS.samples.jsonl); \
+	  git show $$prev:BENCHMARKS.samples.jsonl > $(KJOIN_ARTIFACTS)/previous.samples.jsonl && cp $(BENCH_SAMPLES) BENCHMARKS.samples.jsonl && \
 	  KJOIN_COMPONENTS=$$(e2e/components/build.sh) $(GO) run ./e2e/cmd/benchreport -samples BENCHMARKS.samples.jsonl -out BENCHMARKS.md \
+	    -previous $(KJOIN_ARTIFACTS)/previous.samples.jsonl -previous-name "BENCHMARKS.samples.jsonl at $$prev" \
 	    -command "make bench BENCH_ROUNDS=$(BENCH_ROUNDS) BENCH_CP_ROUNDS=$(BENCH_CP_ROUNDS) BENCH_PARALLEL_ROUNDS=$(BENCH_PARALLEL_ROUNDS) BENCH_STORM=$(BENCH_STORM)"; \
 	else exit $$status; fi
 

@@ -46,10 +46,21 @@ func main() {
 	components := flag.String("components", os.Getenv("KJOIN_COMPONENTS"), "directory of the component binaries")
 	kjoin := flag.String("kjoin", "bin/kjoin", "the kjoin binary measured")
 	notes := flag.String("notes", "e2e/bench/notes.md", "hand-written notes appended verbatim")
+	prev := flag.String("previous", "", "the raw samples of an earlier run, whose headline figures are shown beside this run's")
+	prevName := flag.String("previous-name", "", "how the report names the earlier run's samples (default: -previous)")
 	flag.Parse()
 	samples, err := load(*samplesPath)
 	if err != nil {
 		fail(err)
+	}
+	var earlier []sample
+	if *prevName == "" {
+		*prevName = *prev
+	}
+	if *prev != "" {
+		if earlier, err = load(*prev); err != nil {
+			fail(err)
+		}
 	}
 	var b strings.Builder
 	w := func(f string, a ...any) { fmt.Fprintf(&b, f, a...) }
@@ -60,6 +71,7 @@ func main() {
 	parallel(&b, samples)
 	nine(&b, samples)
 	storm(&b, samples)
+	previous(&b, samples, earlier, *prevName)
 	w("## Release binary\n\n")
 	w("`make dist` builds static, stripped (`-s -w`) binaries; built the same way at the run's start:\n\n| platform | size |\n|---|---|\n")
 	for _, arch := range []string{"amd64", "arm64"} {

@@ -88,3 +88,43 @@ func TestStormAuditPerJoin(t *testing.T) {
 		t.Errorf("an unaudited round has a column:\n%s", out)
 	}
 }
+
+// The run before's headline figures stand beside this run's, each computed from its own
+// samples (warm-ups left out); without an earlier run there is no such section.
+func TestAgainstTheRunBefore(t *testing.T) {
+	run := func(date string, kjoinCP, kubeadmCP int64, restarted bool, perJoin200, perJoin1600 float64) []sample {
+		return []sample{
+			{Section: "meta", Meta: map[string]string{"started": date + "T10:00:00Z"}},
+			{Section: "control-plane", Tool: "kjoin join --control-plane", Warmup: true, WallMs: 99000, EtcdRestarted: true},
+			{Section: "control-plane", Tool: "kjoin join --control-plane", WallMs: kjoinCP, EtcdRestarted: restarted},
+			{Section: "control-plane", Tool: "kubeadm join --control-plane", WallMs: kubeadmCP},
+			{Section: "cost", Tool: "kjoin join", Extra: map[string]float64{"get nodes": perJoin200}},
+			{Section: "storm", Tool: "kjoin join phase tls-bootstrap x200 from 3 hosts, shared token", Extra: map[string]float64{"n": 200, "requests": 200 * perJoin200, "http429": 0}},
+			{Section: "storm", Tool: "kjoin join phase tls-bootstrap x1600 from 3 hosts, shared token", Extra: map[string]float64{"n": 1600, "requests": 1600 * perJoin1600, "http429": 70}},
+		}
+	}
+	before, now := run("2026-12-01", 6000, 15000, true, 10, 70), run("2026-12-06", 12000, 30000, false, 9, 10)
+	var b strings.Builder
+	previous(&b, now, before, "git show X:BENCHMARKS.samples.jsonl")
+	out := b.String()
+	for _, want := range []string{
+		"| figure | run of 2026-12-01 | this run (2026-12-06) |",
+		"| control plane `kjoin`: wall (median) | 6.00 s | 12.00 s |",
+		"| control plane, kjoin / kubeadm wall (medians, one run) | 0.40 | 0.40 |",
+		"| control plane `kjoin`: learner restarted | 1 of 1 joins | 0 of 1 joins |", // the warm-up's restart left out
+		"| worker `kjoin join`: Node GETs until Ready (median) | 10 | 9 |",
+		"| storm, shared token: API requests per join, by N | 200: 10.0, 1600: 70.0 | 200: 9.0, 1600: 10.0 |",
+		"| storm, shared token: requests per join at the largest N / at the smallest (one run) | 7.00 (N = 1600 against 200) | 1.11 (N = 1600 against 200) |",
+		"| storm, shared token: HTTP 429 answers, by N | 200: 0, 1600: 70 | 200: 0, 1600: 70 |",
+		"| storm, a token per host: API requests per join, by N | – | – |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("comparison lacks %q:\n%s", want, out)
+		}
+	}
+	b.Reset()
+	previous(&b, now, nil, "")
+	if b.Len() != 0 {
+		t.Errorf("a comparison without an earlier run:\n%s", b.String())
+	}
+}
