@@ -5,7 +5,7 @@ export KJOIN_CACHE ?= /var/cache/kjoin
 export KJOIN_ARTIFACTS ?= $(CURDIR)/_artifacts
 E2E_TIMEOUT ?= 70m
 
-.PHONY: all build check fuzz mutants mutants-hand test dist e2e components lab-up lab-down lab-status demo bench matrix clean
+.PHONY: all build check fuzz mutants mutants-changed mutants-hand test dist e2e components lab-up lab-down lab-status demo bench matrix clean
 
 all: build
 
@@ -33,6 +33,12 @@ mutants-hand:
 MUTANT_PACKAGES ?=
 mutants:
 	$(GO) run ./e2e/cmd/mutationscore $(if $(MUTANT_PACKAGES),-packages $(MUTANT_PACKAGES))
+
+## mutants-changed: the mutation check of what changed: in each scored package, only the lines
+## changed since its last score in MUTANTS.md (a package unchanged since is skipped); a survivor
+## not in the baseline fails it; writes no report
+mutants-changed:
+	$(GO) run ./e2e/cmd/mutationscore -changed $(if $(MUTANT_PACKAGES),-packages $(MUTANT_PACKAGES))
 
 ## fuzz: each fuzz test for FUZZTIME (seed corpora in */testdata/fuzz)
 FUZZTIME ?= 3s

@@ -11,6 +11,7 @@
 //	go run ./e2e/cmd/mutationscore                     # every package: the full run (make mutants)
 //	go run ./e2e/cmd/mutationscore -packages ./token   # some packages
 //	go run ./e2e/cmd/mutationscore -diff v0.1.0        # only lines changed since a commit
+//	go run ./e2e/cmd/mutationscore -changed            # only lines changed since each package's last score (make check)
 //	go run ./e2e/cmd/mutationscore -update             # add new survivors to the baseline as "untriaged"
 package main
 
@@ -103,7 +104,10 @@ func main() {
 	workers := flag.Int("workers", 0, "gremlins workers (0: one per CPU)")
 	outDir := flag.String("out", "_artifacts/mutants", "where gremlins' JSON results are kept")
 	reuse := flag.Bool("reuse", false, "read gremlins' results from -out instead of running it")
+	changed := flag.Bool("changed", false, "in each package, mutate only the lines changed since its row in "+reportFile+
+		" last changed (its last score), and skip a package unchanged since; writes no report")
 	flag.Parse()
+	partial := *diff != "" || *changed
 
 	baseline, order, err := readBaseline(baselineFile)
 	if err != nil {
@@ -112,9 +116,26 @@ func main() {
 	var scores []score
 	var survivors []survivor
 	for _, pkg := range strings.Split(*pkgs, ",") {
-		sc, sv, err := run(pkg, *diff, *workers, *outDir, *reuse)
+		since := *diff
+		if *changed {
+			base, err := scoredAt(pkg)
+			if err != nil {
+				fail(fmt.Errorf("%s: %w", pkg, err))
+			}
+			if same, err := unchangedSince(base, pkg); err != nil {
+				fail(fmt.Errorf("%s: %w", pkg, err))
+			} else if same {
+				fmt.Printf("%-16s unchanged since its score (%.12s): not mutated\n", pkg, base)
+				continue
+			}
+			since = base
+		}
+		sc, sv, err := run(pkg, since, *workers, *outDir, *reuse)
 		if err != nil {
 			fail(fmt.Errorf("%s: %w", pkg, err))
+		}
+		if since != "" {
+			fmt.Printf("%-16s lines changed since %.12s:\n", pkg, since)
 		}
 		fmt.Printf("%-16s killed %3d  lived %3d  not covered %3d  timed out %2d  case clauses %2d  efficacy %5.1f%%  (%.0fs)\n",
 			pkg, sc.killed, sc.lived, sc.notCovered, sc.timedOut, sc.caseClauses, sc.efficacy(), sc.seconds)
@@ -138,7 +159,7 @@ func main() {
 		}
 	}
 	var killed []string
-	if *diff == "" {
+	if !partial {
 		for _, k := range order {
 			if ranFor(ran, pkgOfKey(k)) && !alive[k] {
 				killed = append(killed, k)
@@ -159,7 +180,7 @@ func main() {
 		unreasoned = append(unreasoned, fresh...)
 		fresh, killed = nil, nil
 	}
-	if *diff == "" {
+	if !partial {
 		if err := writeReport(scores, survivors, baseline, ran); err != nil {
 			fail(err)
 		}
@@ -471,6 +492,64 @@ func writeReport(scores []score, survivors []survivor, baseline map[string]strin
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "mutationscore:", err)
 	os.Exit(2)
+}
+
+// scoredAt is the commit at which pkg was last scored: the oldest commit in the run of
+// commits, back from HEAD, whose report has pkg's score row exactly as HEAD's (a run rewrites the
+// row, its seconds at least; runs of other packages keep it verbatim, wherever it moves).
+func scoredAt(pkg string) (string, error) {
+	row := func(rev string) string {
+		b, err := exec.Command("git", "show", rev+":"+reportFile).Output()
+		if err != nil {
+			return ""
+		}
+		prefix := "| `" + strings.TrimPrefix(pkg, "./") + "` |"
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, prefix) {
+				return l
+			}
+		}
+		return ""
+	}
+	out, err := exec.Command("git", "log", "--format=%H", "--", reportFile).Output()
+	if err != nil {
+		return "", fmt.Errorf("git log %s: %w", reportFile, err)
+	}
+	want, base := row("HEAD"), ""
+	if want == "" {
+		return "", fmt.Errorf("%s has no row for %s: score it first (make mutants MUTANT_PACKAGES=%s)", reportFile, pkg, pkg)
+	}
+	for _, c := range strings.Fields(string(out)) {
+		if row(c) != want {
+			break
+		}
+		base = c
+	}
+	if base == "" {
+		return "", fmt.Errorf("%s's row for %s is not committed", reportFile, pkg)
+	}
+	return base, nil
+}
+
+// unchangedSince reports whether none of the Go files gremlins mutates in pkg (its Only files,
+// or every non-test file outside the test-helper packages) differs from base in the working tree.
+func unchangedSince(base, pkg string) (bool, error) {
+	dir := strings.TrimPrefix(pkg, "./")
+	spec := []string{dir + "/*.go", ":(exclude)*_test.go", ":(exclude,glob)" + dir + "/**/*test/**"}
+	if only := Only[pkg]; len(only) > 0 {
+		spec = nil
+		for _, f := range only {
+			spec = append(spec, dir+"/"+f)
+		}
+	}
+	err := exec.Command("git", append([]string{"diff", "--quiet", base, "--"}, spec...)...).Run()
+	if err == nil {
+		return true, nil
+	}
+	if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 1 {
+		return false, nil
+	}
+	return false, fmt.Errorf("git diff %.12s: %w", base, err)
 }
 
 // othersThan is a gremlins file exclusion matching every Go file of pkg but those named.
