@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -75,5 +76,73 @@ func TestEarlierRowsKeepOtherPackages(t *testing.T) {
 	scores, survivors, date := earlierRows(report, map[string]bool{"etcd": true})
 	if len(scores) != 1 || !strings.Contains(scores[0], "`token`") || len(survivors) != 1 || !strings.Contains(survivors[0], "token/manage.go") || date != "2026-12-01" {
 		t.Errorf("scores %q survivors %q date %q", scores, survivors, date)
+	}
+}
+
+// -changed finds each package's last score (the commit that wrote its row as it stands, though
+// other packages' runs rewrote the report since) and skips a package whose mutated files have
+// not changed since; a changed file outside Only, or a test file, does not count.
+func TestChangedSinceTheLastScore(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	dir := t.TempDir()
+	t.Chdir(dir)
+	git := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	write := func(name, content string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit := func(msg string) string {
+		git("add", "-A")
+		git("commit", "-qm", msg)
+		return git("rev-parse", "HEAD")
+	}
+	git("init", "-q")
+	write("token/token.go", "package token\n")
+	write("token/token_test.go", "package token\n")
+	write("phases/discovery.go", "package phases\n")
+	write("phases/other.go", "package phases\n")
+	write(reportFile, "| `token` | 39 | 0 | 1 | 119 |\n| `phases` | 10 | 0 | 2 | 600 |\n")
+	first := commit("score both")
+	write("token/token.go", "package token\n\nvar x = 1\n")
+	write(reportFile, "| `phases` | 10 | 0 | 2 | 600 |\n| `token` | 40 | 0 | 0 | 121 |\n") // token re-scored; phases' row moved
+	second := commit("score token again")
+	write("phases/other.go", "package phases\n\nvar y = 2\n")    // not in Only
+	write("token/token_test.go", "package token\n\nvar z = 3\n") // a test file
+	commit("unscored changes")
+
+	for pkg, want := range map[string]string{"./token": second, "./phases": first} {
+		got, err := scoredAt(pkg)
+		if err != nil || got != want {
+			t.Errorf("%s scored at %.7s (%v), want %.7s", pkg, got, err, want)
+		}
+	}
+	if _, err := scoredAt("./etcd"); err == nil {
+		t.Error("a package without a row: want an error")
+	}
+	for pkg, base := range map[string]string{"./token": second, "./phases": first} {
+		if same, err := unchangedSince(base, pkg); err != nil || !same {
+			t.Errorf("%s: unchanged %v (%v) since %.7s, want unchanged (only a test file or a file outside Only moved)", pkg, same, err, base)
+		}
+	}
+	write("phases/discovery.go", "package phases\n\nvar w = 4\n")
+	if same, err := unchangedSince(first, "./phases"); err != nil || same {
+		t.Errorf("phases with discovery.go changed in the working tree: unchanged %v (%v)", same, err)
+	}
+	if same, err := unchangedSince(first, "./token"); err != nil || same {
+		t.Errorf("token changed since the first score: unchanged %v (%v)", same, err)
 	}
 }
