@@ -211,7 +211,7 @@ func Backoff() wait.Backoff {
 
 // Transient reports whether an API error is passing: throttling (429), server timeouts and
 // errors, an unreachable or restarting API server, a connection lost under load, a request
-// that timed out on the client.
+// that timed out on the client (its rate limiter's wait included).
 func Transient(err error) bool {
 	if err == nil {
 		return false
@@ -228,7 +228,11 @@ func Transient(err error) bool {
 	if errors.As(err, &ne) && ne.Timeout() {
 		return true
 	}
-	return strings.Contains(err.Error(), "Client.Timeout exceeded") || strings.Contains(err.Error(), "TLS handshake timeout")
+	// client-go's own rate limiter refusing to wait past the call's deadline (its retries
+	// after 429s spent the call's time): a call that timed out on this side.
+	msg := err.Error()
+	return strings.Contains(msg, "Client.Timeout exceeded") || strings.Contains(msg, "TLS handshake timeout") ||
+		strings.Contains(msg, "client rate limiter Wait returned an error")
 }
 
 // ErrFinal marks a CSR that can never be issued (denied, failed or gone): a resumed join must

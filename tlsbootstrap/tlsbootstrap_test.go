@@ -6,6 +6,8 @@ import (
 	"encoding/pem"
 	"errors"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"strings"
@@ -18,7 +20,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -204,5 +208,32 @@ func TestTransient(t *testing.T) {
 		if Transient(err) {
 			t.Errorf("%v is transient", err)
 		}
+	}
+}
+
+// client-go's own rate limiter refusing to wait past a call's deadline (storm of 800, 2026-12-06:
+// its retries after 429s had spent the call's 10 s) is a passing client-side timeout: retried.
+// The error is client-go's own, made by a real client whose limiter has no token left.
+func TestRateLimiterRefusalIsTransient(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"kind":"Node","apiVersion":"v1","metadata":{"name":"w1"}}`))
+	}))
+	defer srv.Close()
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL, QPS: 0.001, Burst: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Nodes().Get(context.Background(), "w1", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err = cs.CoreV1().Nodes().Get(ctx, "w1", metav1.GetOptions{})
+	if err == nil || !strings.Contains(err.Error(), "would exceed context deadline") {
+		t.Fatalf("the limiter's refusal was not produced: %v", err)
+	}
+	if !Transient(err) {
+		t.Errorf("%v is not transient", err)
 	}
 }
