@@ -80,10 +80,17 @@ func enableAudit(t *testing.T, c *framework.Cluster) (restore func()) {
 			t.Fatal(err)
 		}
 	}
+	var before int64 = -1 // an earlier section's audit log stays: the new API server must add to it
+	if st, err := os.Stat(c.HostPath("cp1", auditLog)); err == nil {
+		before = st.Size()
+	}
 	writeManifest(b)
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
-		if st, err := os.Stat(c.HostPath("cp1", auditLog)); err == nil && st.Size() > 0 && livez(c.Hosts["cp1"].IP) {
+		// Only the API server started with the audit flags runs, it has logged, and it is ready:
+		// /readyz waits for its informers (RBAC's among them); until they sync it refuses even
+		// the anonymous read of cluster-info (2026-12-06: a storm started on /livez got 156 403s).
+		if st, err := os.Stat(c.HostPath("cp1", auditLog)); err == nil && st.Size() > before && auditOn(c) && readyz(c.Hosts["cp1"].IP) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -97,7 +104,7 @@ func enableAudit(t *testing.T, c *framework.Cluster) (restore func()) {
 		// The API server that logs stays live until the kubelet replaces it: wait for the one
 		// started without the audit flags to be the only one, and live.
 		deadline := time.Now().Add(3 * time.Minute)
-		for !auditOff(c) || !livez(c.Hosts["cp1"].IP) {
+		for !auditOff(c) || !readyz(c.Hosts["cp1"].IP) {
 			if time.Now().After(deadline) {
 				t.Error("cp1's API server did not come back without the audit log within 3 minutes")
 				return
@@ -105,6 +112,19 @@ func enableAudit(t *testing.T, c *framework.Cluster) (restore func()) {
 			time.Sleep(500 * time.Millisecond)
 		}
 	}
+}
+
+// auditOn reports whether cp1 runs an API server and each of its API servers has the audit
+// log flag.
+func auditOn(c *framework.Cluster) bool {
+	pids := c.Pids("cp1", "kube-apiserver")
+	for _, p := range pids {
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
+		if err != nil || !strings.Contains(string(cmdline), "--audit-log-path") {
+			return false
+		}
+	}
+	return len(pids) > 0
 }
 
 // auditOff reports whether cp1 runs an API server and none of its API servers has the audit
