@@ -131,7 +131,11 @@ func stormPerJoin(tokens, key string) func([]sample) string {
 	return func(ss []sample) string {
 		var parts []string
 		for _, s := range stormRounds(ss, tokens) {
-			if n := s.Extra["n"]; n > 0 {
+			switch n := s.Extra["n"]; {
+			case n > 0 && s.Extra[key] <= 0:
+				// cp1's request counter went back: its API server restarted during the round.
+				parts = append(parts, fmt.Sprintf("%.0f: – (API server restarted)", n))
+			case n > 0:
 				parts = append(parts, fmt.Sprintf("%.0f: %.1f", n, s.Extra[key]/n))
 			}
 		}
@@ -147,8 +151,8 @@ func stormGrowth(tokens string) func([]sample) string {
 	return func(ss []sample) string {
 		var lo, hi *sample
 		for _, s := range stormRounds(ss, tokens) {
-			if s.Extra["n"] <= 0 {
-				continue
+			if s.Extra["n"] <= 0 || s.Extra["requests"] <= 0 {
+				continue // no count, or the API server restarted during the round
 			}
 			if lo == nil || s.Extra["n"] < lo.Extra["n"] {
 				lo = &s
