@@ -40,16 +40,12 @@ func TestDiscoveryByTokenRecordsTheCluster(t *testing.T) {
 func TestDiscoveryMakesAWatcherWithoutTheRequestTimeout(t *testing.T) {
 	t.Parallel()
 	h := newTestHost(t)
-	var cfgs []*rest.Config
-	next := h.env.NewClient
-	h.env.NewClient = func(cfg *rest.Config) (kubernetes.Interface, error) {
-		cfgs = append(cfgs, rest.CopyConfig(cfg))
-		return next(cfg)
-	}
+	made := recordClients(h)
 	s := &State{Opts: h.options(t)}
 	if err := runPhase(Discovery, h.env, s); err != nil {
 		t.Fatal(err)
 	}
+	cfgs := *made
 	if s.BootstrapClient == nil || s.BootstrapWatcher == nil || len(cfgs) != 2 {
 		t.Fatalf("client %v, watcher %v, %d clients made: want both, two", s.BootstrapClient, s.BootstrapWatcher, len(cfgs))
 	}
@@ -110,25 +106,20 @@ func TestDiscoveryFileCredentials(t *testing.T) {
 			if err := os.WriteFile(p, b, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			var made []*rest.Config
-			next := h.env.NewClient
-			h.env.NewClient = func(c *rest.Config) (kubernetes.Interface, error) {
-				made = append(made, rest.CopyConfig(c))
-				return next(c)
-			}
+			rec := recordClients(h)
 			o := h.options(t)
 			o.DiscoveryFile, o.DiscoveryToken, o.TLSBootstrapToken = p, nil, nil
 			err := runPhase(Discovery, h.env, &State{Opts: o})
 			if !tc.ok {
-				if operr.CodeOf(err) != operr.Usage || !strings.Contains(err.Error(), "no credentials") || len(made) != 0 {
-					t.Fatalf("got %v after %d clients: want the usage error before any client", err, len(made))
+				if operr.CodeOf(err) != operr.Usage || !strings.Contains(err.Error(), "no credentials") || len(*rec) != 0 {
+					t.Fatalf("got %v after %d clients: want the usage error before any client", err, len(*rec))
 				}
 				return
 			}
-			if err != nil || len(made) != 2 {
-				t.Fatalf("got %v, %d clients", err, len(made))
+			if err != nil || len(*rec) != 2 {
+				t.Fatalf("got %v, %d clients", err, len(*rec))
 			}
-			for _, c := range made {
+			for _, c := range *rec {
 				if c.BearerToken != tc.user.Token || string(c.CertData) != string(tc.user.ClientCertificateData) || string(c.KeyData) != string(tc.user.ClientKeyData) {
 					t.Errorf("client authenticates with token set %v, cert %q: want the file's credentials", c.BearerToken != "", c.CertData)
 				}
@@ -158,12 +149,7 @@ func TestDiscoveryAwaited(t *testing.T) {
 func TestDiscoveryFailsOverAcrossEndpoints(t *testing.T) {
 	t.Parallel()
 	h := newTestHost(t)
-	var made []*rest.Config
-	next := h.env.NewClient
-	h.env.NewClient = func(c *rest.Config) (kubernetes.Interface, error) {
-		made = append(made, rest.CopyConfig(c))
-		return next(c)
-	}
+	made := recordClients(h)
 	o := h.options(t)
 	down := discoverytest.DownEndpoint(t)
 	o.Endpoint, o.MoreEndpoints = down, []string{h.server.Endpoint()}
@@ -178,26 +164,32 @@ func TestDiscoveryFailsOverAcrossEndpoints(t *testing.T) {
 	if s.api == nil || !slices.Equal(s.api.hosts, []string{h.server.Endpoint(), "cp.example:6443", down}) {
 		t.Errorf("failover order %+v: want the endpoint that served, cluster-info's server, then the rest", s.api)
 	}
-	for i, c := range made {
+	for i, c := range *made {
 		if !failsOver(c, s.api) {
 			t.Errorf("client %d does not fail over across the endpoints", i)
 		}
 	}
 
 	one := newTestHost(t)
-	made = nil
-	next = one.env.NewClient
-	one.env.NewClient = func(c *rest.Config) (kubernetes.Interface, error) {
-		made = append(made, rest.CopyConfig(c))
-		return next(c)
-	}
+	made = recordClients(one)
 	s = &State{Opts: one.options(t)}
 	if err := runPhase(Discovery, one.env, s); err != nil {
 		t.Fatal(err)
 	}
-	if s.api != nil || len(made) != 2 || failsOver(made[0], nil) || failsOver(made[1], nil) {
-		t.Errorf("one endpoint: api %+v; want no failover in its %d clients", s.api, len(made))
+	if s.api != nil || len(*made) != 2 || failsOver((*made)[0], nil) || failsOver((*made)[1], nil) {
+		t.Errorf("one endpoint: api %+v; want no failover in its %d clients", s.api, len(*made))
 	}
+}
+
+// recordClients keeps a copy of the config of every client the host makes.
+func recordClients(h *testHost) *[]*rest.Config {
+	var made []*rest.Config
+	next := h.env.NewClient
+	h.env.NewClient = func(c *rest.Config) (kubernetes.Interface, error) {
+		made = append(made, rest.CopyConfig(c))
+		return next(c)
+	}
+	return &made
 }
 
 // failsOver reports whether cfg's transport goes through a failover across api's addresses.
