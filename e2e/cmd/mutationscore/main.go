@@ -229,6 +229,24 @@ func run(pkg, diff string, workers int, outDir string, reuse bool) (score, []sur
 			args = append(args, "--workers", fmt.Sprint(workers))
 		}
 		cmd := exec.Command("go", append(args, pkg)...)
+		if diff != "" {
+			// gremlins names a mutant's file relative to the directory it runs in, and matches
+			// it with git diff's names, which are relative to the repository: run it in the
+			// package's directory, with git diff's names made relative to it too. (Run from the
+			// root, --diff matched no file of a package and mutated nothing.)
+			abs, err := filepath.Abs(out)
+			if err != nil {
+				return score{}, nil, err
+			}
+			args[slices.Index(args, out)] = abs
+			dir, err := filepath.Abs(pkg) // gremlins finds the module from its target's path
+			if err != nil {
+				return score{}, nil, err
+			}
+			cmd = exec.Command("go", append(args, dir)...)
+			cmd.Dir = pkg
+			cmd.Env = append(os.Environ(), "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=diff.relative", "GIT_CONFIG_VALUE_0=true")
+		}
 		cmd.Stderr = os.Stderr
 		if log, err := cmd.Output(); err != nil {
 			return score{}, nil, fmt.Errorf("gremlins: %w\n%s", err, log)
