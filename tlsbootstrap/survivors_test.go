@@ -166,6 +166,31 @@ func TestIsBootstrapCSRFor(t *testing.T) {
 	}
 }
 
+// IsServingCSROf: the node's own request (sent as system:node:<node>) to the kubelet serving
+// signer for its CN, and nothing else.
+func TestIsServingCSROf(t *testing.T) {
+	serving := func(cn, user string) *certificatesv1.CertificateSigningRequest {
+		c := csrOf(t, "csr-7x4kq", cn, user)
+		c.Spec.SignerName = certificatesv1.KubeletServingSignerName
+		return c
+	}
+	for _, c := range []struct {
+		what string
+		csr  *certificatesv1.CertificateSigningRequest
+		want bool
+	}{
+		{"the kubelet's serving request", serving("w1", "system:node:w1"), true},
+		{"sent by another node", serving("w1", "system:node:w2"), false},
+		{"sent with a bootstrap token", serving("w1", "system:bootstrap:abcdef"), false},
+		{"another CN", serving("w2", "system:node:w1"), false},
+		{"the client signer", csrOf(t, "csr-7x4kq", "w1", "system:node:w1"), false},
+	} {
+		if got := IsServingCSROf(c.csr, "w1"); got != c.want {
+			t.Errorf("%s: IsServingCSROf = %v", c.what, got)
+		}
+	}
+}
+
 // A CSR the API server recorded with the bound-token group: the join says kjoin's approver
 // decides on it, and a timeout names the approver, not kubeadm's auto-approval.
 func TestWaitSaysABoundTokensCSRWaitsForKjoinsApprover(t *testing.T) {
