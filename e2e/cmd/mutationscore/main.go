@@ -213,8 +213,25 @@ func run(pkg, diff string, workers int, outDir string, reuse bool) (score, []sur
 		if err := os.MkdirAll(outDir, 0o755); err != nil {
 			return score{}, nil, err
 		}
+		// gremlins names a mutant's file relative to the package directory it walks, and with
+		// --diff looks it up among git diff's names, which are relative to the repository:
+		// run from the root, --diff matched no file of a package and mutated nothing. A diff
+		// run goes in the package's directory, with git diff's names made relative to it and
+		// absolute paths for its target (gremlins finds the module from it) and its output.
+		target, output, dir := pkg, out, ""
+		var env []string
+		if diff != "" {
+			var err error
+			if target, err = filepath.Abs(pkg); err != nil {
+				return score{}, nil, err
+			}
+			if output, err = filepath.Abs(out); err != nil {
+				return score{}, nil, err
+			}
+			dir, env = pkg, append(os.Environ(), "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=diff.relative", "GIT_CONFIG_VALUE_0=true")
+		}
 		// Test helpers (discoverytest, fakes) are not the product: not mutated.
-		args := []string{"run", gremlins, "unleash", "--output", out, "--timeout-coefficient", "20", "--exclude-files", `(^|/)[a-z]*test/`}
+		args := []string{"run", gremlins, "unleash", "--output", output, "--timeout-coefficient", "20", "--exclude-files", `(^|/)[a-z]*test/`}
 		if only := Only[pkg]; len(only) > 0 {
 			others, err := othersThan(pkg, only)
 			if err != nil {
@@ -228,25 +245,8 @@ func run(pkg, diff string, workers int, outDir string, reuse bool) (score, []sur
 		if workers > 0 {
 			args = append(args, "--workers", fmt.Sprint(workers))
 		}
-		cmd := exec.Command("go", append(args, pkg)...)
-		if diff != "" {
-			// gremlins names a mutant's file relative to the directory it runs in, and matches
-			// it with git diff's names, which are relative to the repository: run it in the
-			// package's directory, with git diff's names made relative to it too. (Run from the
-			// root, --diff matched no file of a package and mutated nothing.)
-			abs, err := filepath.Abs(out)
-			if err != nil {
-				return score{}, nil, err
-			}
-			args[slices.Index(args, out)] = abs
-			dir, err := filepath.Abs(pkg) // gremlins finds the module from its target's path
-			if err != nil {
-				return score{}, nil, err
-			}
-			cmd = exec.Command("go", append(args, dir)...)
-			cmd.Dir = pkg
-			cmd.Env = append(os.Environ(), "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=diff.relative", "GIT_CONFIG_VALUE_0=true")
-		}
+		cmd := exec.Command("go", append(args, target)...)
+		cmd.Dir, cmd.Env = dir, env
 		cmd.Stderr = os.Stderr
 		if log, err := cmd.Output(); err != nil {
 			return score{}, nil, fmt.Errorf("gremlins: %w\n%s", err, log)
