@@ -46,7 +46,7 @@ func (r *Request) fetchSigned(ctx context.Context, tlsCfg *tls.Config, failOver 
 	defer client.CloseIdleConnections()
 	url := "https://" + r.Endpoint + "/api/v1/namespaces/" + metaPublic + "/configmaps/" + bootstrapapi.ConfigMapClusterInfo
 	sigKey := bootstrapapi.JWSSignatureKeyPrefix + r.Token.ID
-	var unsignedSince time.Time
+	var unsignedSince, refusedSince time.Time
 	noSignatures := false
 	// Retry every 200 ms at first, doubling to at most 2 s: a hand loop on the injected clock,
 	// since each answer changes what the loop may still wait for (vetted, unsigned since).
@@ -60,6 +60,9 @@ func (r *Request) fetchSigned(ctx context.Context, tlsCfg *tls.Config, failOver 
 		case err != nil && (failOver || !isTransient(err)):
 			return nil, err
 		case err != nil:
+			if final := r.refusal(err, &refusedSince); final != nil {
+				return nil, final
+			}
 			lastErr = err
 			pause = pauseAfter(bo.Step(), err)
 			r.Logf("cluster-info not readable yet (%v); retrying in %s", err, pause.Round(time.Millisecond))
@@ -137,6 +140,28 @@ func signedTokenIDs(data map[string]string) []string {
 type transientError struct {
 	err   error
 	after time.Duration
+	// refused is the HTTP status (401 or 403) of a refused anonymous read: worth reading
+	// again only within the request's RefusalGrace.
+	refused int
+}
+
+// refusal is the final error for an API server that refused the anonymous read of
+// cluster-info since refusedSince (zero: err is no refusal); nil while that is shorter than
+// RefusalGrace, and for other errors. It sets *since at the first refusal.
+func (r *Request) refusal(err error, since *time.Time) error {
+	var t transientError
+	if !errors.As(err, &t) || t.refused == 0 {
+		return nil
+	}
+	if since.IsZero() {
+		*since = r.Clock.Now()
+	}
+	if r.Clock.Since(*since) < r.RefusalGrace {
+		return nil
+	}
+	return operr.Newf(operr.Auth,
+		"the API server refused an anonymous read of cluster-info (HTTP %d), still after %s", t.refused, r.RefusalGrace).
+		WithHint("the API server must allow anonymous reads of kube-public/cluster-info (kubeadm's Role kubeadm:bootstrap-signer-clusterinfo, and --anonymous-auth), or use --discovery-file")
 }
 
 // maxRetryAfter bounds a server's Retry-After: a longer one is the discovery timeout's to end.
@@ -222,9 +247,8 @@ func (r *Request) get(ctx context.Context, client *http.Client, url string) (*an
 		return nil, operr.New(operr.Trust, "the cluster has no kube-public/cluster-info ConfigMap: this API server is not set up for token bootstrapping",
 			"run kubeadm init phase bootstrap-token on the control plane, or use --discovery-file")
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
-		return nil, operr.Newf(operr.Auth,
-			"the API server refused an anonymous read of cluster-info (HTTP %d)", resp.StatusCode).
-			WithHint("the API server must allow anonymous reads of kube-public/cluster-info (kubeadm's Role kubeadm:bootstrap-signer-clusterinfo), or use --discovery-file")
+		// Read again for a while (fetchSigned): final only after r.RefusalGrace.
+		return nil, transientError{err: fmt.Errorf("HTTP %d from %s: the anonymous read of cluster-info was refused", resp.StatusCode, url), refused: resp.StatusCode}
 	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
 		te := transientError{err: fmt.Errorf("HTTP %d from %s", resp.StatusCode, url)}
 		if d, ok := retryAfter(resp.Header.Get("Retry-After"), r.Clock.Now()); ok {

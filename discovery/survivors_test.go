@@ -79,11 +79,11 @@ func TestQuoteOfNoCharacterStart(t *testing.T) {
 }
 
 // A request without timeouts gets kubeadm's: 5m for discovery, 10s per call, and 5s for the
-// controller-manager to sign cluster-info for a new token.
+// controller-manager to sign cluster-info for a new token; 20s of refused anonymous reads.
 func TestRequestDefaults(t *testing.T) {
 	r := Request{}
 	r.defaults()
-	if r.Timeout != 5*time.Minute || r.CallTimeout != 10*time.Second || r.SignatureGrace != 5*time.Second || r.Clock == nil || r.Logf == nil {
+	if r.Timeout != 5*time.Minute || r.CallTimeout != 10*time.Second || r.SignatureGrace != 5*time.Second || r.RefusalGrace != 20*time.Second || r.Clock == nil || r.Logf == nil {
 		t.Errorf("defaults: %+v", r)
 	}
 }

@@ -44,7 +44,11 @@ type Request struct {
 	// SignatureGrace is how long to wait for the controller-manager to sign cluster-info
 	// for a token it does not list yet, before calling the token unknown.
 	SignatureGrace time.Duration
-	Clock          clock.Clock
+	// RefusalGrace is how long an API server may refuse the anonymous read of cluster-info
+	// (HTTP 401 or 403) before the refusal is final: one that has just started refuses for a
+	// few seconds, until its authorizer has synced the cluster's RBAC.
+	RefusalGrace time.Duration
+	Clock        clock.Clock
 	// Logf receives progress at debug level; may be nil.
 	Logf func(format string, args ...any)
 
@@ -87,6 +91,9 @@ func (r *Request) defaults() {
 	}
 	if r.SignatureGrace == 0 {
 		r.SignatureGrace = 5 * time.Second
+	}
+	if r.RefusalGrace == 0 {
+		r.RefusalGrace = 20 * time.Second
 	}
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
@@ -186,6 +193,7 @@ func (a *attempts) record(ep string, err error) {
 func (r *Request) fetchAny(ctx context.Context, eps []string, tlsFor func(*Request) *tls.Config, tried *attempts) (*fetched, error) {
 	bo := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Cap: 2 * time.Second, Steps: math.MaxInt32}
 	var lastErr error
+	var refusedSince time.Time
 	for {
 		var asked time.Duration // the longest Retry-After of this round
 		for _, ep := range eps {
@@ -200,6 +208,9 @@ func (r *Request) fetchAny(ctx context.Context, eps []string, tlsFor func(*Reque
 			}
 			if !isTransient(err) {
 				return nil, err
+			}
+			if final := r.refusal(err, &refusedSince); final != nil {
+				return nil, final
 			}
 			lastErr = fmt.Errorf("%s: %w", ep, err)
 			asked = max(asked, pauseAfter(0, err))

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
@@ -215,6 +216,52 @@ func TestKjoinTrustFailures(t *testing.T) {
 			t.Errorf("unknown token took %s to fail", r.Duration)
 		}
 	})
+	t.Run("cluster-info refused to anonymous reads", func(t *testing.T) {
+		// kubeadm's RoleBinding lets system:anonymous read cluster-info; without it the API
+		// server answers 403, as one does for a few seconds after a restart.
+		ctx := context.Background()
+		rbs := c.Client.RbacV1().RoleBindings("kube-public")
+		rb, err := rbs.Get(ctx, clusterInfoBinding, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		restore := func() {
+			fresh := rb.DeepCopy()
+			fresh.ResourceVersion, fresh.UID = "", ""
+			if _, err := rbs.Create(ctx, fresh, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				t.Fatalf("restore RoleBinding %s: %v", clusterInfoBinding, err)
+			}
+			waitAnonymousRead(t, c, http.StatusOK)
+		}
+		defer restore()
+		refuse := func() {
+			if err := rbs.Delete(ctx, clusterInfoBinding, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			waitAnonymousRead(t, c, http.StatusForbidden) // the fault is in place
+		}
+		writeToken(t, c, "w4", lab.Token)
+		argv := []string{"kjoin", "join", lab.Endpoint(), "--token-file", "/run/lab/token", "--discovery-token-ca-cert-hash", c.CAHash, "--dry-run", "-v", "1"}
+
+		// Refused for 5 s, then allowed: the join reads again and goes on.
+		refuse()
+		done := make(chan lab.Result, 1)
+		go func() { done <- c.Exec(ctx, "w4", argv...) }()
+		time.Sleep(5 * time.Second)
+		restore()
+		r := <-done
+		t.Logf("w4$ %s  (exit %d, %s)", strings.Join(argv, " "), r.ExitCode, r.Duration.Round(time.Millisecond))
+		if out := r.Stdout + r.Stderr; r.ExitCode != 0 || !strings.Contains(out, "HTTP 403") || !strings.Contains(out, "the anonymous read of cluster-info was refused") {
+			t.Errorf("refused for 5s: exit %d, output %s; want exit 0 after reading again past the 403s", r.ExitCode, out)
+		}
+
+		// Refused for good: exit 5 once the 20 s grace is over.
+		refuse()
+		r = c.Run(t, "w4", argv...)
+		if r.ExitCode != 5 || !strings.Contains(r.Stderr, "refused an anonymous read of cluster-info (HTTP 403), still after 20s") || r.Duration < 20*time.Second {
+			t.Errorf("refused for good: exit %d after %s, stderr %s; want exit 5 after the 20s grace", r.ExitCode, r.Duration, r.Stderr)
+		}
+	})
 	t.Run("hostile endpoint", func(t *testing.T) {
 		ctx := context.Background()
 		cm, err := c.Client.CoreV1().ConfigMaps("kube-public").Get(ctx, "cluster-info", metav1.GetOptions{})
@@ -296,4 +343,25 @@ func kubeadmFlagsWithLabel(t *testing.T, env []byte) []byte {
 		return ni < nj
 	})
 	return fmt.Appendf(nil, "KUBELET_KUBEADM_ARGS=%q\n", strings.Join(flags, " "))
+}
+
+// clusterInfoBinding is kubeadm's RoleBinding that lets anyone read kube-public/cluster-info.
+const clusterInfoBinding = "kubeadm:bootstrap-signer-clusterinfo"
+
+// waitAnonymousRead waits up to 30 s for cp1's API server to answer an anonymous read of
+// cluster-info with status.
+func waitAnonymousRead(t *testing.T, c *framework.Cluster, status int) {
+	t.Helper()
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the lab's own API server; only the status matters
+	url := fmt.Sprintf("https://%s/api/v1/namespaces/kube-public/configmaps/cluster-info", net.JoinHostPort(c.Hosts["cp1"].IP, strconv.Itoa(lab.APIPort)))
+	last := 0
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if resp, err := client.Get(url); err == nil {
+			resp.Body.Close()
+			if last = resp.StatusCode; last == status {
+				return
+			}
+		}
+	}
+	t.Fatalf("an anonymous read of cluster-info answered HTTP %d for 30s, want %d", last, status)
 }
